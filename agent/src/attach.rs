@@ -1,0 +1,214 @@
+//! Attaching programs to interfaces so that nothing outlives the process.
+//!
+//! The default is BPF links (XDP and tcx through `bpf_link_create`): the kernel detaches
+//! them when the last file descriptor closes, so a killed agent leaves nothing behind.
+//! Netlink attachments (legacy XDP, clsact + cls_bpf) survive the process; they are only a
+//! fallback for kernels without tcx (< 6.6), detached on drop and swept at start-up.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use clap::ValueEnum;
+use libbpf_rs::{TcHook, TcHookBuilder, Xdp, XdpFlags, TC_EGRESS, TC_INGRESS};
+use serde::Serialize;
+
+/// Kernel attach types used with `bpf_link_create` (uapi `enum bpf_attach_type`).
+const BPF_XDP: u32 = libbpf_sys::BPF_XDP;
+const BPF_TCX_INGRESS: u32 = libbpf_sys::BPF_TCX_INGRESS;
+const BPF_TCX_EGRESS: u32 = libbpf_sys::BPF_TCX_EGRESS;
+
+/// Handle and priority of our legacy cls_bpf filters, so start-up can find and remove
+/// leftovers of a killed predecessor without touching anyone else's filters.
+const TC_HANDLE: u32 = 0x4e44; // "ND"
+const TC_PRIORITY: u32 = 0xe0d0;
+
+/// How an XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// The kernel chooses (native where the driver supports it).
+    Auto,
+    /// In the driver: fastest, needs driver support.
+    Native,
+    /// On the skb after allocation (SKB mode): works everywhere, copies non-linear skbs.
+    Generic,
+}
+
+impl XdpMode {
+    fn flags(self) -> u32 {
+        match self {
+            XdpMode::Auto => 0,
+            XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+/// Mechanism for attaching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachMethod {
+    /// BPF links (XDP link, tcx): detached by the kernel when netdoctor exits or dies.
+    Link,
+    /// Legacy netlink XDP and clsact/cls_bpf: for kernels before 6.6. Survives SIGKILL;
+    /// leftovers are removed the next time netdoctor starts.
+    Netlink,
+}
+
+/// One attached program. Dropping it detaches.
+#[derive(Debug)]
+pub(crate) enum Attachment {
+    /// A BPF link; closing the descriptor detaches.
+    Link { _fd: OwnedFd },
+    /// Legacy XDP attached through netlink.
+    NetlinkXdp {
+        ifindex: i32,
+        flags: u32,
+        prog: OwnedFd,
+    },
+    /// Legacy cls_bpf filter on a clsact qdisc.
+    NetlinkTc(TcHook),
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let result = match self {
+            Attachment::Link { .. } => Ok(()),
+            Attachment::NetlinkXdp {
+                ifindex,
+                flags,
+                prog,
+            } => Xdp::new(prog.as_fd()).detach(*ifindex, XdpFlags::from_bits_truncate(*flags)),
+            Attachment::NetlinkTc(hook) => hook.detach(),
+        };
+        if let Err(e) = result {
+            tracing::warn!("detaching a netlink-attached program failed: {e}");
+        }
+    }
+}
+
+fn link_create(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    // SAFETY: `prog` is a valid program descriptor for the duration of the call and `opts`
+    // is a fully initialised options struct whose `sz` matches the libbpf we link against.
+    let fd = unsafe {
+        libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, attach_type, &opts)
+    };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: bpf_link_create returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attaches an XDP program through a BPF link.
+pub(crate) fn xdp_link(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    mode: XdpMode,
+) -> io::Result<Attachment> {
+    link_create(prog, ifindex, BPF_XDP, mode.flags()).map(|fd| Attachment::Link { _fd: fd })
+}
+
+/// Attaches a tc program through a tcx link (Linux >= 6.6).
+pub(crate) fn tcx_link(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    ingress: bool,
+) -> io::Result<Attachment> {
+    let attach_type = if ingress {
+        BPF_TCX_INGRESS
+    } else {
+        BPF_TCX_EGRESS
+    };
+    link_create(prog, ifindex, attach_type, 0).map(|fd| Attachment::Link { _fd: fd })
+}
+
+fn tc_hook(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> TcHook {
+    let point = if ingress { TC_INGRESS } else { TC_EGRESS };
+    TcHookBuilder::new(prog)
+        .ifindex(ifindex as i32)
+        .replace(true)
+        .handle(TC_HANDLE)
+        .priority(TC_PRIORITY)
+        .hook(point)
+}
+
+fn dup(prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    prog.try_clone_to_owned()
+}
+
+/// Attaches XDP through netlink (legacy; survives the process).
+pub(crate) fn xdp_netlink(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    mode: XdpMode,
+) -> io::Result<Attachment> {
+    let flags = XdpFlags::from_bits_truncate(mode.flags()) | XdpFlags::UPDATE_IF_NOEXIST;
+    Xdp::new(prog)
+        .attach(ifindex as i32, flags)
+        .map_err(io_error)?;
+    Ok(Attachment::NetlinkXdp {
+        ifindex: ifindex as i32,
+        flags: mode.flags(),
+        prog: dup(prog)?,
+    })
+}
+
+/// Attaches a cls_bpf filter on a clsact qdisc (legacy; survives the process).
+pub(crate) fn tc_netlink(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    ingress: bool,
+) -> io::Result<Attachment> {
+    let mut hook = tc_hook(prog, ifindex, ingress);
+    hook.create().map_err(io_error)?; // EEXIST when clsact is already there is fine
+    hook.attach().map_err(io_error)?;
+    Ok(Attachment::NetlinkTc(hook))
+}
+
+/// Removes netlink attachments a killed netdoctor left on `ifindex`: our cls_bpf filters
+/// (recognised by handle and priority) and an XDP program carrying our program's name.
+/// Returns how many were removed.
+pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, xdp_name: &str) -> usize {
+    let mut removed = 0;
+    for ingress in [true, false] {
+        let mut hook = tc_hook(prog, ifindex, ingress);
+        if hook.query().is_ok() && hook.detach().is_ok() {
+            removed += 1;
+        }
+    }
+    for mode in [XdpMode::Auto, XdpMode::Generic, XdpMode::Native] {
+        let xdp = Xdp::new(prog);
+        let flags = || XdpFlags::from_bits_truncate(mode.flags());
+        let Ok(id) = xdp.query_id(ifindex as i32, flags()) else {
+            continue;
+        };
+        if id != 0
+            && program_name(id).as_deref() == Some(xdp_name)
+            && xdp.detach(ifindex as i32, flags()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn program_name(id: u32) -> Option<String> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .find(|p| p.id == id)
+        .map(|p| p.name.to_string_lossy().into_owned())
+}
+
+fn io_error(e: libbpf_rs::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}

@@ -1,0 +1,122 @@
+//! `netdoctor flows IFACE`: attach, observe, report flows and counters.
+
+use std::io::IsTerminal;
+use std::mem::MaybeUninit;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{output, FlowsArgs};
+use crate::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
+use crate::dataplane::{Dataplane, Hooks};
+use crate::flows::{top_by_bytes, Flow};
+use crate::iface::{self, Interface};
+use crate::pmtu::TooBig;
+use crate::tunnel::{self, TunnelTraffic};
+
+/// What `netdoctor flows` reports (also its `--json` document).
+#[derive(Debug, Serialize)]
+pub struct FlowsReport {
+    /// The interface watched.
+    pub interface: Interface,
+    /// Hooks used.
+    pub hooks: Hooks,
+    /// Observation time in seconds.
+    pub duration_s: f64,
+    /// Labels of `counters.*.size_buckets`.
+    pub size_buckets: Vec<String>,
+    /// Interface counters.
+    pub counters: IfaceCounters,
+    /// Flows on this interface in the table (before `--top`).
+    pub flows_total: usize,
+    /// The busiest flows, by bytes.
+    pub flows: Vec<Flow>,
+    /// Tunnel traffic recognised on this interface (as an underlay).
+    pub tunnels: Vec<TunnelTraffic>,
+    /// ICMP frag-needed / ICMPv6 packet-too-big messages seen on this interface.
+    pub too_big: Vec<TooBig>,
+}
+
+impl FlowsReport {
+    fn collect(
+        dp: &Dataplane<'_>,
+        iface: Interface,
+        hooks: Hooks,
+        elapsed: Duration,
+        top: usize,
+    ) -> crate::Result<Self> {
+        let counters = dp.counters(iface.index)?.unwrap_or_default();
+        let flows: Vec<Flow> = dp
+            .flows()?
+            .into_iter()
+            .filter(|f| f.ifindex == iface.index)
+            .collect();
+        let too_big = dp
+            .too_big()?
+            .into_iter()
+            .filter(|t| t.ifindex == iface.index)
+            .collect();
+        Ok(FlowsReport {
+            hooks,
+            duration_s: elapsed.as_secs_f64(),
+            size_buckets: (0..=SIZE_BUCKET_BOUNDS.len()).map(bucket_label).collect(),
+            counters,
+            flows_total: flows.len(),
+            tunnels: tunnel::from_flows(&flows),
+            flows: top_by_bytes(flows, top),
+            too_big,
+            interface: iface,
+        })
+    }
+}
+
+pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
+    let options = args.dataplane.options()?;
+    let iface = iface::by_name(&args.interface).await?;
+    let mut storage = MaybeUninit::uninit();
+    let mut dp = Dataplane::load(&mut storage, options)?;
+    let hooks = dp.attach(&iface)?;
+    eprintln!(
+        "netdoctor: watching {} ({:?}, MTU {}; ingress {}, egress {}) for {}; Ctrl-C stops early",
+        iface.name,
+        iface.kind,
+        iface.mtu,
+        hooks.ingress,
+        hooks.egress,
+        humantime::format_duration(args.duration)
+    );
+    let started = Instant::now();
+    observe(args.duration).await;
+    let report = FlowsReport::collect(&dp, iface, hooks, started.elapsed(), args.top)?;
+    drop(dp);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        output::print_flows(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for `duration` or Ctrl-C, showing the time left when stderr is a terminal.
+async fn observe(duration: Duration) {
+    let tty = std::io::stderr().is_terminal();
+    let deadline = tokio::time::Instant::now() + duration;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("\nnetdoctor: interrupted; reporting what was seen so far");
+                break;
+            }
+            _ = tick.tick(), if tty => {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                eprint!("\r  {}s left ", left.as_secs());
+            }
+        }
+    }
+    if tty {
+        eprint!("\r            \r");
+    }
+}

@@ -1,0 +1,175 @@
+//! The command line: flags defined once here, turned into `--help` by clap.
+
+mod flows;
+mod output;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::attach::{AttachMethod, XdpMode};
+use crate::dataplane::{IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
+use crate::wire::Encap;
+
+/// Exit code when netdoctor could not do its job (Nagios "UNKNOWN"): usage errors, unknown
+/// interfaces, missing privileges, kernels without BTF.
+pub const EXIT_UNKNOWN: u8 = 3;
+
+/// netdoctor: see why traffic through tunnels, overlays and gateways is slow or hangs.
+///
+/// netdoctor attaches small eBPF programs (XDP and tc) to interfaces, counts what crosses
+/// them (per interface and per flow, tunnel encapsulations on the underlay, ICMP
+/// "too big" messages, TCP retransmissions of forwarded traffic) and reports it. It needs
+/// root, or CAP_BPF + CAP_NET_ADMIN + CAP_PERFMON. Programs are attached through BPF links:
+/// nothing stays attached after netdoctor exits, even if it is killed.
+#[derive(Debug, Parser)]
+#[command(
+    name = "netdoctor",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Watch an interface for a while and print its busiest flows and counters.
+    ///
+    /// Examples:
+    ///   netdoctor flows eth0
+    ///   netdoctor flows wg0 --duration 30s --top 50
+    ///   netdoctor flows eth0 --json | jq '.tunnels'
+    ///   netdoctor flows eth0 --tunnel-port 10000=fastd
+    #[command(verbatim_doc_comment)]
+    Flows(FlowsArgs),
+}
+
+/// Options for `netdoctor flows`.
+#[derive(Debug, Args)]
+pub struct FlowsArgs {
+    /// Interface to watch (physical, veth, wg*, tun/tap, vxlan, bond, ...).
+    pub interface: String,
+    /// How long to observe, e.g. 5s, 1m, 500ms. Ctrl-C stops early and still reports.
+    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Print JSON instead of tables (schema in README "JSON output").
+    #[arg(long)]
+    pub json: bool,
+    /// How many flows to show, busiest (by bytes) first.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    #[command(flatten)]
+    pub dataplane: DataplaneArgs,
+}
+
+/// Data-plane options shared by every command that attaches programs.
+#[derive(Debug, Args)]
+pub struct DataplaneArgs {
+    /// Hook that counts received packets: auto = XDP on physical NICs, tc on software
+    /// devices (where XDP would copy every GSO super-packet).
+    #[arg(long, value_enum, default_value_t = IngressHook::Auto)]
+    pub ingress: IngressHook,
+    /// XDP attach mode, when XDP is used.
+    #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
+    pub xdp_mode: XdpMode,
+    /// Attach with BPF links (nothing survives netdoctor) or legacy netlink (Linux < 6.6;
+    /// leftovers of a killed netdoctor are removed at its next start).
+    #[arg(long, value_enum, default_value_t = AttachMethod::Link)]
+    pub attach: AttachMethod,
+    /// A UDP port of a port-identified tunnel, as PORT=KIND (KIND: fastd, tinc, other, or
+    /// vxlan/geneve for non-standard ports). Repeatable, at most 8. WireGuard needs no port:
+    /// it is recognised by its message format.
+    #[arg(long = "tunnel-port", value_name = "PORT=KIND", value_parser = parse_tunnel_port)]
+    pub tunnel_ports: Vec<TunnelPort>,
+}
+
+impl DataplaneArgs {
+    /// The data-plane options these flags describe.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        anyhow::ensure!(
+            self.tunnel_ports.len() <= MAX_TUNNEL_PORTS,
+            "--tunnel-port given {} times; at most {MAX_TUNNEL_PORTS} are supported",
+            self.tunnel_ports.len()
+        );
+        Ok(Options {
+            ingress: self.ingress,
+            xdp_mode: self.xdp_mode,
+            method: self.attach,
+            tunnel_ports: self.tunnel_ports.clone(),
+        })
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m30s, 500ms)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+fn parse_tunnel_port(s: &str) -> Result<TunnelPort, String> {
+    let (port, kind) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected PORT=KIND, e.g. 10000=fastd, got {s:?}"))?;
+    let port: u16 = port
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{port:?} is not a UDP port (1-65535)"))?;
+    let encap = <Encap as clap::ValueEnum>::from_str(kind.trim(), true)
+        .ok()
+        .filter(|e| *e != Encap::None && *e != Encap::Wireguard)
+        .ok_or_else(|| {
+            format!("unknown tunnel kind {kind:?}: use fastd, tinc, vxlan, geneve or other")
+        })?;
+    Ok(TunnelPort { port, encap })
+}
+
+/// Entry point of the `netdoctor` binary.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_UNKNOWN)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    crate::logging::init(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("netdoctor: cannot start: {e}");
+            return ExitCode::from(EXIT_UNKNOWN);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Flows(args) => flows::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("netdoctor: {e:#}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Human-readable tables.
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+
+use super::flows::FlowsReport;
+use crate::counters::DirCounters;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(header.iter().copied());
+    t
+}
+
+fn right_align(t: &mut Table, from: usize) {
+    for i in from..t.column_count() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn counter_rows(t: &mut Table, name: &str, c: &DirCounters, secs: f64) {
+    let rate = if secs > 0.0 {
+        c.bytes as f64 * 8.0 / secs / 1e6
+    } else {
+        0.0
+    };
+    t.add_row(vec![
+        name.to_string(),
+        c.packets.to_string(),
+        c.segments.to_string(),
+        human_bytes(c.bytes),
+        format!("{rate:.2}"),
+        (c.fragments_first + c.fragments_later).to_string(),
+        c.df_over_mtu.to_string(),
+        (c.icmp_frag_needed + c.icmp6_packet_too_big).to_string(),
+        c.truncated.to_string(),
+    ]);
+}
+
+/// Prints the report of `netdoctor flows`.
+pub(super) fn print_flows(r: &FlowsReport) {
+    let i = &r.interface;
+    println!(
+        "{} (index {}, {:?}, MTU {}, {}) observed {:.1}s; ingress hook {}, egress hook {}",
+        i.name,
+        i.index,
+        i.kind,
+        i.mtu,
+        if i.up { "up" } else { "DOWN" },
+        r.duration_s,
+        r.hooks.ingress,
+        r.hooks.egress
+    );
+    println!();
+    let mut t = table(&[
+        "dir",
+        "packets",
+        "segments",
+        "bytes",
+        "Mbit/s",
+        "frags",
+        "DF>MTU",
+        "too-big",
+        "truncated",
+    ]);
+    counter_rows(&mut t, "in", &r.counters.ingress, r.duration_s);
+    counter_rows(&mut t, "out", &r.counters.egress, r.duration_s);
+    right_align(&mut t, 1);
+    println!("{t}\n");
+
+    let mut sizes = table(&["segment size", "in", "out"]);
+    for (idx, label) in r.size_buckets.iter().enumerate() {
+        let inn = r
+            .counters
+            .ingress
+            .size_buckets
+            .get(idx)
+            .copied()
+            .unwrap_or(0);
+        let out = r
+            .counters
+            .egress
+            .size_buckets
+            .get(idx)
+            .copied()
+            .unwrap_or(0);
+        if inn + out > 0 {
+            sizes.add_row(vec![label.clone(), inn.to_string(), out.to_string()]);
+        }
+    }
+    right_align(&mut sizes, 1);
+    println!("{sizes}\n");
+
+    if r.flows.is_empty() {
+        println!("No IP flows seen.");
+    } else {
+        println!("Top {} of {} flows by bytes:", r.flows.len(), r.flows_total);
+        let mut t = table(&[
+            "dir",
+            "proto",
+            "source",
+            "destination",
+            "packets",
+            "bytes",
+            "max seg",
+            "SYN MSS",
+            "retrans",
+            "encap",
+        ]);
+        for f in &r.flows {
+            t.add_row(vec![
+                format!("{:?}", f.direction).to_lowercase(),
+                f.protocol_name(),
+                endpoint(&f.src, f.src_port, f.protocol),
+                endpoint(&f.dst, f.dst_port, f.protocol),
+                f.segments.to_string(),
+                human_bytes(f.bytes),
+                f.max_segment.to_string(),
+                f.syn_mss.map(|m| m.to_string()).unwrap_or_default(),
+                if f.protocol == 6 {
+                    f.retransmits.to_string()
+                } else {
+                    String::new()
+                },
+                if f.encap == crate::wire::Encap::None {
+                    String::new()
+                } else {
+                    format!("{:?}", f.encap).to_lowercase()
+                },
+            ]);
+        }
+        right_align(&mut t, 4);
+        println!("{t}");
+    }
+
+    if !r.tunnels.is_empty() {
+        println!("\nTunnel traffic on this interface (outer packets):");
+        let mut t = table(&[
+            "dir",
+            "encap",
+            "from",
+            "to",
+            "packets",
+            "bytes",
+            "wg init/resp/data",
+        ]);
+        for tt in &r.tunnels {
+            t.add_row(vec![
+                format!("{:?}", tt.direction).to_lowercase(),
+                format!("{:?}", tt.encap).to_lowercase(),
+                format!("{}:{}", tt.src, tt.src_port),
+                format!("{}:{}", tt.dst, tt.dst_port),
+                tt.packets.to_string(),
+                human_bytes(tt.bytes),
+                format!(
+                    "{}/{}/{}",
+                    tt.wireguard.initiation, tt.wireguard.response, tt.wireguard.data
+                ),
+            ]);
+        }
+        println!("{t}");
+    }
+
+    if !r.too_big.is_empty() {
+        println!("\nICMP too-big messages (path MTU reports):");
+        let mut t = table(&["dir", "from router", "MTU", "count", "for flow"]);
+        for p in &r.too_big {
+            t.add_row(vec![
+                format!("{:?}", p.direction).to_lowercase(),
+                p.from.to_string(),
+                p.mtu.to_string(),
+                p.count.to_string(),
+                format!(
+                    "{} -> {}",
+                    endpoint(&p.src, p.src_port, p.protocol),
+                    endpoint(&p.dst, p.dst_port, p.protocol)
+                ),
+            ]);
+        }
+        println!("{t}");
+    }
+}
+
+fn endpoint(addr: &std::net::IpAddr, port: u16, proto: u8) -> String {
+    match (proto, addr) {
+        (6 | 17, std::net::IpAddr::V6(a)) => format!("[{a}]:{port}"),
+        (6 | 17, a) => format!("{a}:{port}"),
+        _ => addr.to_string(),
+    }
+}

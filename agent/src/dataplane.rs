@@ -1,0 +1,384 @@
+//! The packet data plane: loads `ebpf/packet.bpf.c`, attaches it to interfaces and reads
+//! its maps into plain Rust types.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, Program};
+use serde::Serialize;
+
+use crate::attach::{self, AttachMethod, Attachment, XdpMode};
+use crate::bpf::packet::{PacketSkel, PacketSkelBuilder};
+use crate::counters::{IfaceCounters, SIZE_BUCKET_BOUNDS};
+use crate::error::{Error, Result};
+use crate::flows::Flow;
+use crate::iface::{IfaceKind, Interface, LinkType};
+use crate::pmtu::TooBig;
+use crate::wire::{
+    decode, encode, nd_flow_key, nd_flow_stats, nd_iface_stats, nd_ptb_key, nd_ptb_stats, Encap,
+};
+
+/// Mirrors `ND_MAX_IFACES` in netdoctor.h.
+pub const MAX_IFACES: usize = 256;
+/// Mirrors `ND_MAX_USER_PORTS` in netdoctor.h.
+pub const MAX_TUNNEL_PORTS: usize = 8;
+/// Name of the XDP program, as the kernel reports it (used to find leftovers).
+const XDP_PROGRAM: &str = "nd_xdp_ingress";
+
+/// Which hook counts received packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IngressHook {
+    /// XDP on physical NICs, tc elsewhere (XDP on software devices copies every GSO
+    /// super-packet, which costs throughput).
+    Auto,
+    /// XDP everywhere.
+    Xdp,
+    /// tc (tcx) everywhere.
+    Tc,
+}
+
+/// A UDP port carrying a tunnel protocol that is recognised by port only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelPort {
+    /// The UDP port (source or destination).
+    pub port: u16,
+    /// What runs on it.
+    pub encap: Encap,
+}
+
+/// Options for loading and attaching.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which hook counts received packets.
+    pub ingress: IngressHook,
+    /// XDP attach mode when XDP is used.
+    pub xdp_mode: XdpMode,
+    /// Links (default) or legacy netlink attachments.
+    pub method: AttachMethod,
+    /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
+    pub tunnel_ports: Vec<TunnelPort>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            ingress: IngressHook::Auto,
+            xdp_mode: XdpMode::Auto,
+            method: AttachMethod::Link,
+            tunnel_ports: Vec::new(),
+        }
+    }
+}
+
+/// The hooks in use on one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hooks {
+    /// e.g. "xdp" or "tc".
+    pub ingress: String,
+    /// "tc".
+    pub egress: String,
+    /// "link" or "netlink".
+    pub method: AttachMethod,
+}
+
+struct Attached {
+    hooks: Hooks,
+    _attachments: Vec<Attachment>,
+}
+
+/// The three programs of the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// XDP ingress.
+    XdpIngress,
+    /// tc ingress.
+    TcIngress,
+    /// tc egress.
+    TcEgress,
+}
+
+/// The loaded data plane. Dropping it detaches everything.
+pub struct Dataplane<'obj> {
+    skel: PacketSkel<'obj>,
+    attached: HashMap<u32, Attached>,
+    options: Options,
+}
+
+impl std::fmt::Debug for Dataplane<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("attached", &self.attached.keys().collect::<Vec<_>>())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl<'obj> Dataplane<'obj> {
+    /// Opens and loads the programs; nothing is attached yet. `storage` holds libbpf's
+    /// object for as long as the data plane lives.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, options: Options) -> Result<Self> {
+        if options.tunnel_ports.len() > MAX_TUNNEL_PORTS {
+            return Err(Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                format!("at most {MAX_TUNNEL_PORTS} tunnel ports can be configured"),
+            ))));
+        }
+        let mut open = PacketSkelBuilder::default()
+            .open(storage)
+            .map_err(Error::from_load)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .rodata",
+            )))
+        })?;
+        rodata.size_bounds = SIZE_BUCKET_BOUNDS;
+        for (i, tp) in options.tunnel_ports.iter().enumerate() {
+            rodata.user_ports[i] = tp.port;
+            rodata.user_port_encap[i] = tp.encap as u8;
+        }
+        let skel = open.load().map_err(Error::from_load)?;
+        Ok(Dataplane {
+            skel,
+            attached: HashMap::new(),
+            options,
+        })
+    }
+
+    /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics.
+    pub fn program(&self, kind: ProgramKind) -> &Program<'obj> {
+        match kind {
+            ProgramKind::XdpIngress => &self.skel.progs.nd_xdp_ingress,
+            ProgramKind::TcIngress => &self.skel.progs.nd_tc_ingress,
+            ProgramKind::TcEgress => &self.skel.progs.nd_tc_egress,
+        }
+    }
+
+    /// Starts accounting for interface `index` (creating its counters) without attaching
+    /// anything. Packets on interfaces that are not watched are ignored by the programs.
+    pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
+        let map = &self.skel.maps.iface_stats;
+        let key = index.to_ne_bytes();
+        if map
+            .lookup_percpu(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            return self.set_mtu(index, mtu, link);
+        }
+        let value = nd_iface_stats {
+            mtu,
+            link: match link {
+                LinkType::Ether => 0,
+                LinkType::RawIp => 1,
+            },
+            ..Default::default()
+        };
+        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| Error::Map {
+            map: "iface_stats",
+            source: e,
+        })?;
+        let values = vec![encode(&value).to_vec(); cpus];
+        map.update_percpu(&key, &values, MapFlags::NO_EXIST)
+            .map_err(|e| match e.kind() {
+                // A full hash map answers E2BIG.
+                libbpf_rs::ErrorKind::Other if self.attached.len() >= MAX_IFACES - 1 => {
+                    Error::TooManyInterfaces(MAX_IFACES)
+                }
+                _ => Error::Map {
+                    map: "iface_stats",
+                    source: e,
+                },
+            })
+    }
+
+    /// Updates the MTU and link type of a watched interface, keeping its counters.
+    pub fn set_mtu(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
+        let map = &self.skel.maps.iface_stats;
+        let key = index.to_ne_bytes();
+        let err = |source| Error::Map {
+            map: "iface_stats",
+            source,
+        };
+        let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY).map_err(err)? else {
+            return self.watch(index, mtu, link);
+        };
+        let values: Vec<Vec<u8>> = per_cpu
+            .iter()
+            .map(|bytes| {
+                let mut v: nd_iface_stats = decode(bytes).unwrap_or_default();
+                v.mtu = mtu;
+                v.link = u32::from(link == LinkType::RawIp);
+                encode(&v).to_vec()
+            })
+            .collect();
+        map.update_percpu(&key, &values, MapFlags::EXIST)
+            .map_err(err)
+    }
+
+    /// Attaches ingress and egress programs to `iface` and starts counting.
+    pub fn attach(&mut self, iface: &Interface) -> Result<Hooks> {
+        if self.attached.contains_key(&iface.index) {
+            self.detach(iface.index);
+        }
+        self.watch(iface.index, iface.mtu, iface.link)?;
+        let xdp_fd = self.skel.progs.nd_xdp_ingress.as_fd();
+        let tc_in_fd = self.skel.progs.nd_tc_ingress.as_fd();
+        let tc_out_fd = self.skel.progs.nd_tc_egress.as_fd();
+        let method = self.options.method;
+
+        let swept = attach::sweep_leftovers(xdp_fd, iface.index, XDP_PROGRAM);
+        if swept > 0 {
+            tracing::warn!(iface = %iface.name, "removed {swept} program(s) a previous netdoctor left attached");
+        }
+
+        let mut attachments = Vec::with_capacity(2);
+        let want_xdp = match self.options.ingress {
+            IngressHook::Xdp => true,
+            IngressHook::Tc => false,
+            IngressHook::Auto => iface.kind == IfaceKind::Physical,
+        };
+        let mut ingress = None;
+        if want_xdp {
+            let result = match method {
+                AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, self.options.xdp_mode),
+                AttachMethod::Netlink => {
+                    attach::xdp_netlink(xdp_fd, iface.index, self.options.xdp_mode)
+                }
+            };
+            match result {
+                Ok(a) => {
+                    attachments.push(a);
+                    ingress = Some(format!("xdp-{}", xdp_mode_name(self.options.xdp_mode)));
+                }
+                Err(e) if self.options.ingress == IngressHook::Xdp => {
+                    return Err(Error::attach("xdp", &iface.name, e));
+                }
+                Err(e) => {
+                    tracing::warn!(iface = %iface.name, "XDP unavailable ({e}); counting ingress with tc instead");
+                }
+            }
+        }
+        if ingress.is_none() {
+            attachments.push(tc_attach(tc_in_fd, iface, true, method)?);
+            ingress = Some("tc".into());
+        }
+        attachments.push(tc_attach(tc_out_fd, iface, false, method)?);
+
+        let hooks = Hooks {
+            ingress: ingress.unwrap_or_default(),
+            egress: "tc".into(),
+            method,
+        };
+        self.attached.insert(
+            iface.index,
+            Attached {
+                hooks: hooks.clone(),
+                _attachments: attachments,
+            },
+        );
+        tracing::info!(iface = %iface.name, ingress = %hooks.ingress, egress = %hooks.egress, "attached");
+        Ok(hooks)
+    }
+
+    /// Detaches from interface `index` and forgets its counters.
+    pub fn detach(&mut self, index: u32) {
+        self.attached.remove(&index);
+        let _ = self.skel.maps.iface_stats.delete(&index.to_ne_bytes());
+    }
+
+    /// Hooks in use on interface `index`, if attached.
+    pub fn hooks(&self, index: u32) -> Option<&Hooks> {
+        self.attached.get(&index).map(|a| &a.hooks)
+    }
+
+    /// Counters of a watched interface, summed over CPUs.
+    pub fn counters(&self, index: u32) -> Result<Option<IfaceCounters>> {
+        let per_cpu = self
+            .skel
+            .maps
+            .iface_stats
+            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| Error::Map {
+                map: "iface_stats",
+                source: e,
+            })?;
+        Ok(per_cpu.map(|values| {
+            let decoded: Vec<nd_iface_stats> = values.iter().filter_map(|b| decode(b)).collect();
+            IfaceCounters::sum(&decoded)
+        }))
+    }
+
+    /// Every flow in the table.
+    pub fn flows(&self) -> Result<Vec<Flow>> {
+        read_all::<nd_flow_key, nd_flow_stats, _>(&self.skel.maps.flows, "flows", |k, v| {
+            Flow::from_raw(k, v)
+        })
+    }
+
+    /// Every ICMP too-big report in the table.
+    pub fn too_big(&self) -> Result<Vec<TooBig>> {
+        read_all::<nd_ptb_key, nd_ptb_stats, _>(&self.skel.maps.ptb_events, "ptb_events", |k, v| {
+            TooBig::from_raw(k, v)
+        })
+    }
+}
+
+fn tc_attach(
+    prog: std::os::fd::BorrowedFd<'_>,
+    iface: &Interface,
+    ingress: bool,
+    method: AttachMethod,
+) -> Result<Attachment> {
+    let hook = if ingress { "tc ingress" } else { "tc egress" };
+    let result = match method {
+        AttachMethod::Link => attach::tcx_link(prog, iface.index, ingress).or_else(|e| {
+            if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) {
+                tracing::warn!(iface = %iface.name, "tcx links unavailable ({e}; Linux < 6.6?): using a netlink clsact filter, which a killed netdoctor leaves behind until its next start");
+                attach::tc_netlink(prog, iface.index, ingress)
+            } else {
+                Err(e)
+            }
+        }),
+        AttachMethod::Netlink => attach::tc_netlink(prog, iface.index, ingress),
+    };
+    result.map_err(|e| Error::attach(hook, &iface.name, e))
+}
+
+fn xdp_mode_name(mode: XdpMode) -> &'static str {
+    match mode {
+        XdpMode::Auto => "auto",
+        XdpMode::Native => "native",
+        XdpMode::Generic => "generic",
+    }
+}
+
+/// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile.
+fn read_all<K, V, T>(
+    map: &impl MapCore,
+    name: &'static str,
+    convert: impl Fn(&K, &V) -> T,
+) -> Result<Vec<T>>
+where
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    let mut out = Vec::new();
+    for key_bytes in map.keys() {
+        let Some(value_bytes) = map
+            .lookup(&key_bytes, MapFlags::ANY)
+            .map_err(|e| Error::Map {
+                map: name,
+                source: e,
+            })?
+        else {
+            continue;
+        };
+        if let (Some(k), Some(v)) = (decode::<K>(&key_bytes), decode::<V>(&value_bytes)) {
+            out.push(convert(&k, &v));
+        }
+    }
+    Ok(out)
+}

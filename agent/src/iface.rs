@@ -1,0 +1,154 @@
+//! Interfaces as the kernel describes them over rtnetlink: index, MTU, kind, link type.
+//!
+//! Netlink answers for the caller's network namespace, unlike `/sys/class/net`, which shows
+//! the namespace /sys was mounted in (wrong under `nsenter --net`).
+
+use std::path::Path;
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::{
+    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
+};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Where wireguard-go (and other userspace WireGuard implementations) put their UAPI sockets.
+pub const WIREGUARD_UAPI_DIR: &str = "/var/run/wireguard";
+
+/// What kind of device an interface is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IfaceKind {
+    /// A NIC driven by hardware (no rtnetlink kind).
+    Physical,
+    /// The loopback device.
+    Loopback,
+    /// Kernel WireGuard, or a TUN device served by a userspace WireGuard (UAPI socket present).
+    Wireguard,
+    /// A layer-3 TUN device (OpenVPN, fastd/tinc in TUN mode, ...).
+    Tun,
+    /// A layer-2 TAP device (tinc, fastd in TAP mode, ...).
+    Tap,
+    /// VXLAN.
+    Vxlan,
+    /// GENEVE.
+    Geneve,
+    /// One end of a veth pair.
+    Veth,
+    /// A bridge.
+    Bridge,
+    /// A bond.
+    Bond,
+    /// Anything else rtnetlink names.
+    Other(String),
+}
+
+/// Whether packets start with an Ethernet header or directly with IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkType {
+    /// Ethernet framing (physical, veth, tap, bridge, vxlan).
+    Ether,
+    /// Raw IP (wg, tun): the network header comes first.
+    RawIp,
+}
+
+/// One network interface.
+#[derive(Debug, Clone, Serialize)]
+pub struct Interface {
+    /// Name, e.g. `wg0`.
+    pub name: String,
+    /// Kernel interface index.
+    pub index: u32,
+    /// MTU in bytes (IP packet size).
+    pub mtu: u32,
+    /// Device kind.
+    pub kind: IfaceKind,
+    /// Framing of packets the hooks see.
+    pub link: LinkType,
+    /// Administratively up.
+    pub up: bool,
+}
+
+impl Interface {
+    fn from_message(msg: &LinkMessage) -> Option<Self> {
+        let mut name = None;
+        let mut mtu = 0;
+        let mut info_kind = None;
+        for attr in &msg.attributes {
+            match attr {
+                LinkAttribute::IfName(n) => name = Some(n.clone()),
+                LinkAttribute::Mtu(m) => mtu = *m,
+                LinkAttribute::LinkInfo(infos) => {
+                    info_kind = infos.iter().find_map(|i| match i {
+                        LinkInfo::Kind(k) => Some(k.clone()),
+                        _ => None,
+                    })
+                }
+                _ => {}
+            }
+        }
+        let name = name?;
+        let layer = msg.header.link_layer_type;
+        let link = if layer == LinkLayerType::Ether {
+            LinkType::Ether
+        } else {
+            LinkType::RawIp
+        };
+        let kind = match info_kind {
+            None if layer == LinkLayerType::Loopback => IfaceKind::Loopback,
+            None => IfaceKind::Physical,
+            Some(InfoKind::Wireguard) => IfaceKind::Wireguard,
+            Some(InfoKind::Tun) if has_wireguard_uapi(&name) => IfaceKind::Wireguard,
+            Some(InfoKind::Tun) if link == LinkType::Ether => IfaceKind::Tap,
+            Some(InfoKind::Tun) => IfaceKind::Tun,
+            Some(InfoKind::Vxlan) => IfaceKind::Vxlan,
+            Some(InfoKind::Geneve) => IfaceKind::Geneve,
+            Some(InfoKind::Veth) => IfaceKind::Veth,
+            Some(InfoKind::Bridge) => IfaceKind::Bridge,
+            Some(InfoKind::Bond) => IfaceKind::Bond,
+            Some(other) => IfaceKind::Other(other.to_string()),
+        };
+        Some(Interface {
+            name,
+            index: msg.header.index,
+            mtu,
+            kind,
+            link,
+            up: msg.header.flags.contains(LinkFlags::Up),
+        })
+    }
+}
+
+/// True if a userspace WireGuard serves `name` (wireguard-go's UAPI socket exists).
+pub fn has_wireguard_uapi(name: &str) -> bool {
+    Path::new(WIREGUARD_UAPI_DIR)
+        .join(format!("{name}.sock"))
+        .exists()
+}
+
+/// Lists every interface of the caller's network namespace.
+pub async fn list() -> Result<Vec<Interface>> {
+    let (conn, handle, _) =
+        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
+    let task = tokio::spawn(conn);
+    let links: Vec<LinkMessage> = handle
+        .link()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| Error::Netlink(e.to_string()))?;
+    task.abort();
+    Ok(links.iter().filter_map(Interface::from_message).collect())
+}
+
+/// Looks up one interface by name.
+pub async fn by_name(name: &str) -> Result<Interface> {
+    list()
+        .await?
+        .into_iter()
+        .find(|i| i.name == name)
+        .ok_or_else(|| Error::UnknownInterface(name.to_owned()))
+}

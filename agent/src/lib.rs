@@ -1,0 +1,19 @@
+//! netdoctor: eBPF network diagnostics for tunnels, overlays and gateways.
+//!
+//! Data flows one way: kernel ([`dataplane`]) → plain records ([`counters`], [`flows`],
+//! [`tunnel`], [`pmtu`]) → reports ([`cli`]).
+
+pub mod attach;
+pub mod bpf;
+pub mod cli;
+pub mod counters;
+pub mod dataplane;
+pub mod error;
+pub mod flows;
+pub mod iface;
+pub mod logging;
+pub mod pmtu;
+pub mod tunnel;
+pub mod wire;
+
+pub use error::{Error, Result};

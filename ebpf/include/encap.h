@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Recognising tunnel encapsulations on an underlay from the first bytes of a UDP payload.
+ *
+ * WireGuard uses any port, so it is recognised by shape: a message type 1-4, three zero
+ * reserved bytes and the exact length each type has on the wire (wireguard-go
+ * device/noise-protocol.go: initiation 148, response 92, cookie reply 64, data 32 + 16k).
+ * VXLAN and GENEVE are recognised by their IANA ports and header bits; daemons such as
+ * fastd or tinc only by the ports the agent configures.
+ */
+#ifndef NETDOCTOR_ENCAP_H
+#define NETDOCTOR_ENCAP_H
+
+#include "netdoctor.h"
+#include "parse.h"
+
+#define VXLAN_PORT 4789
+#define VXLAN_LINUX_PORT 8472 /* the Linux driver's pre-IANA default, still used by flannel */
+#define GENEVE_PORT 6081
+
+#define WG_INITIATION_LEN 148
+#define WG_RESPONSE_LEN 92
+#define WG_COOKIE_LEN 64
+#define WG_DATA_MIN_LEN 32 /* header 16 + Poly1305 tag 16 (a keepalive) */
+
+/* Ports of other UDP tunnel daemons, set by the agent before load (0 = unused slot). */
+const volatile __u16 user_ports[ND_MAX_USER_PORTS] = {};
+const volatile __u8 user_port_encap[ND_MAX_USER_PORTS] = {};
+
+/* Returns the WireGuard message index (enum nd_wg_msg) or -1. */
+static __always_inline int wg_message(const __u8 *payload, const void *end, __u32 len)
+{
+	if ((void *)(payload + 4) > end)
+		return -1;
+	if (payload[1] | payload[2] | payload[3])
+		return -1;
+	switch (payload[0]) {
+	case 1:
+		return len == WG_INITIATION_LEN ? ND_WG_INITIATION : -1;
+	case 2:
+		return len == WG_RESPONSE_LEN ? ND_WG_RESPONSE : -1;
+	case 3:
+		return len == WG_COOKIE_LEN ? ND_WG_COOKIE : -1;
+	case 4:
+		return len >= WG_DATA_MIN_LEN && (len - WG_DATA_MIN_LEN) % 16 == 0 ? ND_WG_DATA : -1;
+	}
+	return -1;
+}
+
+/* Classifies a UDP datagram; sets *wg_msg for WireGuard. `len` is the UDP payload length. */
+static __always_inline __u8 classify_udp(__u16 sport, __u16 dport, const __u8 *payload,
+					 const void *end, __u32 len, int *wg_msg)
+{
+	*wg_msg = -1;
+#pragma unroll
+	for (int i = 0; i < ND_MAX_USER_PORTS; i++) {
+		__u16 port = user_ports[i];
+
+		if (port && (port == sport || port == dport))
+			return user_port_encap[i];
+	}
+	if (dport == VXLAN_PORT || dport == VXLAN_LINUX_PORT) {
+		/* The I flag must be set; everything else in the first byte is reserved. */
+		if ((void *)(payload + 8) <= end && payload[0] == 0x08)
+			return ND_ENCAP_VXLAN;
+		return ND_ENCAP_NONE;
+	}
+	if (dport == GENEVE_PORT) {
+		if ((void *)(payload + 8) <= end && (payload[0] >> 6) == 0)
+			return ND_ENCAP_GENEVE;
+		return ND_ENCAP_NONE;
+	}
+	*wg_msg = wg_message(payload, end, len);
+	return *wg_msg >= 0 ? ND_ENCAP_WIREGUARD : ND_ENCAP_NONE;
+}
+
+#endif /* NETDOCTOR_ENCAP_H */

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Types shared between the BPF programs and the Rust agent.
+ *
+ * Every struct here is a map key or value: libbpf-cargo turns them into Rust types in the
+ * generated skeleton, so the layouts below are the single definition. Keep them free of
+ * implicit padding (explicit `pad` fields) so Rust and C agree byte for byte and keys hash
+ * the same whatever the stack held before.
+ */
+#ifndef NETDOCTOR_H
+#define NETDOCTOR_H
+
+/* Map sizes: fixed, so memory use is known up front (see README "Memory"). */
+#define ND_MAX_IFACES 256
+#define ND_MAX_FLOWS 65536
+#define ND_MAX_PTB 1024
+#define ND_SIZE_BUCKETS 10
+#define ND_MAX_USER_PORTS 8
+
+enum nd_dir {
+	ND_DIR_INGRESS = 0,
+	ND_DIR_EGRESS = 1,
+};
+
+/* Where the network header starts: Ethernet-framed devices vs raw-IP (wg, tun). */
+enum nd_link {
+	ND_LINK_ETHER = 0,
+	ND_LINK_RAWIP = 1,
+};
+
+/* Encapsulation recognised on an underlay flow. */
+enum nd_encap {
+	ND_ENCAP_NONE = 0,
+	ND_ENCAP_WIREGUARD = 1,
+	ND_ENCAP_VXLAN = 2,
+	ND_ENCAP_GENEVE = 3,
+	ND_ENCAP_FASTD = 4,
+	ND_ENCAP_TINC = 5,
+	ND_ENCAP_OTHER = 6,
+};
+
+/* WireGuard message types 1..4, stored at index type - 1. */
+enum nd_wg_msg {
+	ND_WG_INITIATION = 0,
+	ND_WG_RESPONSE = 1,
+	ND_WG_COOKIE = 2,
+	ND_WG_DATA = 3,
+	ND_WG_MSG_TYPES = 4,
+};
+
+/* Counters for one direction of one interface (per CPU, summed by the agent). */
+struct nd_dir_stats {
+	__u64 packets;        /* frames or skbs seen by the hook */
+	__u64 segs;           /* wire segments: a GSO super-packet counts gso_segs */
+	__u64 bytes;          /* frame bytes as the hook sees them (L2 header included) */
+	__u64 size_hist[ND_SIZE_BUCKETS]; /* per-segment IP length, bounds from the agent */
+	__u64 non_ip;         /* ARP, LLDP, ...: counted, not parsed */
+	__u64 truncated;      /* headers shorter than they claim: counted, never dropped */
+	__u64 gso_packets;    /* super-packets (more than one segment) */
+	__u64 frag_first;     /* IPv4/IPv6 fragments with offset 0 */
+	__u64 frag_later;     /* fragments with offset > 0 */
+	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */
+	__u64 icmp_frag_needed; /* ICMP type 3 code 4 */
+	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
+};
+
+/* Value of the per-CPU `iface_stats` map, keyed by ifindex. The agent creates the entry
+ * (with mtu and link) when it attaches; packets on interfaces without an entry are ignored,
+ * so the hot path never allocates. */
+struct nd_iface_stats {
+	__u32 mtu;
+	__u32 link; /* enum nd_link */
+	struct nd_dir_stats dir[2];
+};
+
+/* Flow identity. IPv4 addresses occupy the first 4 bytes of the 16-byte fields.
+ * ICMP/ICMPv6: sport = type << 8 | code, dport = echo identifier (0 otherwise). */
+struct nd_flow_key {
+	__u32 ifindex;
+	__u8 dir;    /* enum nd_dir */
+	__u8 proto;  /* IPPROTO_* */
+	__u8 family; /* 4 or 6 */
+	__u8 pad;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport; /* host byte order */
+	__u16 dport;
+};
+
+struct nd_flow_stats {
+	__u64 packets;
+	__u64 segs;
+	__u64 bytes;
+	__u64 first_ns; /* CLOCK_MONOTONIC (coarse) */
+	__u64 last_ns;
+	__u32 seq_high;     /* highest TCP sequence end seen (valid when seq_valid) */
+	__u32 retrans_segs; /* TCP segments carrying already-seen data: retransmitted or reordered */
+	__u32 wg_msgs[ND_WG_MSG_TYPES];
+	__u16 syn_mss;  /* MSS option of the last SYN */
+	__u16 max_seg;  /* largest IP length of one segment */
+	__u8 tcp_flags; /* OR of all TCP flags seen */
+	__u8 encap;     /* enum nd_encap, for underlay flows */
+	__u8 seq_valid;
+	__u8 pad;
+};
+
+/* An ICMP "fragmentation needed" / ICMPv6 "packet too big", keyed by who sent it and the
+ * flow it quotes. */
+struct nd_ptb_key {
+	__u32 ifindex;
+	__u8 dir;
+	__u8 family;      /* 4 or 6 */
+	__u8 inner_proto; /* protocol of the quoted packet */
+	__u8 pad;
+	__u8 from[16];        /* the router that reported the smaller MTU */
+	__u8 inner_saddr[16]; /* the quoted packet: the flow that was too big */
+	__u8 inner_daddr[16];
+	__u16 inner_sport;
+	__u16 inner_dport;
+};
+
+struct nd_ptb_stats {
+	__u64 count;
+	__u64 last_ns;
+	__u32 mtu; /* the MTU the last message announced */
+	__u32 pad;
+};
+
+#endif /* NETDOCTOR_H */

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Bounds-checked packet parsing shared by the XDP and tc programs.
+ *
+ * Every helper takes a cursor over [pos, end) and fails (returns < 0) instead of reading past
+ * `end`; callers then count the packet as truncated and let it pass. Each access is checked
+ * right before it happens, in the shape the verifier can follow: `ptr + size > end`.
+ */
+#ifndef NETDOCTOR_PARSE_H
+#define NETDOCTOR_PARSE_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+
+#define IPPROTO_HOPOPTS 0
+#define IPPROTO_ROUTING 43
+#define IPPROTO_FRAGMENT 44
+#define IPPROTO_ICMPV6 58
+#define IPPROTO_DSTOPTS 60
+
+#define IP_MF 0x2000
+#define IP_DF 0x4000
+#define IP_OFFSET 0x1FFF
+
+/* 802.1ad outer + 802.1Q inner is the deepest stack seen in practice (QinQ). */
+#define ND_MAX_VLAN 2
+/* Extension headers walked before giving up; real traffic rarely has more than two. */
+#define ND_MAX_EXTHDR 6
+
+struct cursor {
+	void *pos;
+	void *end;
+};
+
+struct vlan_tag {
+	__be16 tci;
+	__be16 proto;
+};
+
+/* Fragment state of an IP packet. */
+enum nd_frag {
+	ND_FRAG_NONE = 0,
+	ND_FRAG_FIRST = 1,
+	ND_FRAG_LATER = 2,
+};
+
+/* What the network layer told us; addresses are copied into flow keys by the caller. */
+struct l3_info {
+	void *hdr;       /* struct iphdr or struct ipv6hdr */
+	__u32 ip_len;    /* IP length the header declares (GSO: the whole super-packet) */
+	__u16 hdr_len;   /* network header length including IPv6 extension headers */
+	__u8 family;     /* 4 or 6 */
+	__u8 proto;      /* transport protocol after extension headers */
+	__u8 frag;       /* enum nd_frag */
+	__u8 df;         /* IPv4 DF set, or IPv6 (never fragmented by routers) */
+};
+
+/* Skips the Ethernet header and up to ND_MAX_VLAN VLAN tags; returns the inner EtherType
+ * in network byte order, or 0 if the frame is too short. */
+static __always_inline __be16 parse_eth(struct cursor *c)
+{
+	struct ethhdr *eth = c->pos;
+
+	if ((void *)(eth + 1) > c->end)
+		return 0;
+	c->pos = eth + 1;
+	__be16 proto = eth->h_proto;
+
+#pragma unroll
+	for (int i = 0; i < ND_MAX_VLAN; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		struct vlan_tag *tag = c->pos;
+
+		if ((void *)(tag + 1) > c->end)
+			return 0;
+		proto = tag->proto;
+		c->pos = tag + 1;
+	}
+	return proto;
+}
+
+static __always_inline int parse_ipv4(struct cursor *c, struct l3_info *l3)
+{
+	struct iphdr *ip = c->pos;
+
+	if ((void *)(ip + 1) > c->end)
+		return -1;
+	if (ip->version != 4 || ip->ihl < 5)
+		return -1;
+	__u32 hlen = ip->ihl * 4;
+
+	if (c->pos + hlen > c->end)
+		return -1;
+	c->pos += hlen;
+
+	__u16 frag = bpf_ntohs(ip->frag_off);
+
+	l3->hdr = ip;
+	l3->family = 4;
+	l3->proto = ip->protocol;
+	l3->hdr_len = hlen;
+	l3->ip_len = bpf_ntohs(ip->tot_len);
+	l3->df = !!(frag & IP_DF);
+	if (frag & IP_OFFSET)
+		l3->frag = ND_FRAG_LATER;
+	else if (frag & IP_MF)
+		l3->frag = ND_FRAG_FIRST;
+	else
+		l3->frag = ND_FRAG_NONE;
+	return 0;
+}
+
+struct ipv6_ext {
+	__u8 nexthdr;
+	__u8 hdrlen; /* in 8-byte units, not counting the first 8 bytes */
+};
+
+struct ipv6_frag {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off; /* offset << 3 | M flag */
+	__be32 id;
+};
+
+static __always_inline int parse_ipv6(struct cursor *c, struct l3_info *l3)
+{
+	struct ipv6hdr *ip6 = c->pos;
+
+	if ((void *)(ip6 + 1) > c->end)
+		return -1;
+	if (ip6->version != 6)
+		return -1;
+	c->pos = ip6 + 1;
+
+	__u8 next = ip6->nexthdr;
+	__u16 hdr_len = sizeof(*ip6);
+
+	l3->hdr = ip6;
+	l3->family = 6;
+	l3->df = 1;
+	l3->frag = ND_FRAG_NONE;
+	l3->ip_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+
+#pragma unroll
+	for (int i = 0; i < ND_MAX_EXTHDR; i++) {
+		if (next == IPPROTO_FRAGMENT) {
+			struct ipv6_frag *fh = c->pos;
+
+			if ((void *)(fh + 1) > c->end)
+				return -1;
+			l3->frag = (bpf_ntohs(fh->frag_off) & ~7) ? ND_FRAG_LATER : ND_FRAG_FIRST;
+			next = fh->nexthdr;
+			c->pos = fh + 1;
+			hdr_len += sizeof(*fh);
+			continue;
+		}
+		if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING && next != IPPROTO_DSTOPTS)
+			break;
+		struct ipv6_ext *ext = c->pos;
+
+		if ((void *)(ext + 1) > c->end)
+			return -1;
+		__u32 len = (ext->hdrlen + 1) * 8;
+
+		next = ext->nexthdr;
+		if (c->pos + len > c->end)
+			return -1;
+		c->pos += len;
+		hdr_len += len;
+	}
+	l3->proto = next;
+	l3->hdr_len = hdr_len;
+	return 0;
+}
+
+/* Copies a network-order address into a 16-byte key field. */
+static __always_inline void copy_addr(__u8 *dst, const void *src, __u8 family)
+{
+	if (family == 4)
+		__builtin_memcpy(dst, src, 4);
+	else
+		__builtin_memcpy(dst, src, 16);
+}
+
+#endif /* NETDOCTOR_PARSE_H */

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The packet data plane: per-interface and per-flow accounting on any interface.
+ *
+ * One accounting routine serves three hooks: XDP (ingress on NICs with native XDP), tc
+ * ingress (software devices, where XDP would copy every GSO super-packet) and tc egress.
+ * Whatever arrives, every program lets it through untouched: XDP_PASS, and TCX_NEXT on tc
+ * so programs attached after ours (Cilium, firewalls) still decide. Unparseable packets are
+ * counted as truncated, never dropped.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "netdoctor.h"
+#include "parse.h"
+#include "encap.h"
+
+/* tcx's "continue with the next program"; legacy cls_bpf reads -1 as TC_ACT_UNSPEC, which
+ * also means "no verdict from me". Either way we never terminate the chain. */
+#define ND_TC_PASS -1
+
+/* Enough linear bytes for Ethernet + VLANs + IPv6 + TCP with options, or a full ICMPv6
+ * packet-too-big quote; tc pulls this much when a driver left headers in fragments. */
+#define ND_PULL_LEN 160
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+
+/* Upper bounds (IP length) of the first ND_SIZE_BUCKETS - 1 size buckets; the last bucket
+ * takes the rest. The agent owns the values and sets them before load. */
+const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, ND_MAX_IFACES);
+	__type(key, __u32);
+	__type(value, struct nd_iface_stats);
+} iface_stats SEC(".maps");
+
+/* Per-CPU LRU lists: no global lock on the insert path, and old flows age out by
+ * themselves when the table is full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, ND_MAX_FLOWS);
+	__type(key, struct nd_flow_key);
+	__type(value, struct nd_flow_stats);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ND_MAX_PTB);
+	__type(key, struct nd_ptb_key);
+	__type(value, struct nd_ptb_stats);
+} ptb_events SEC(".maps");
+
+/* One packet as both hooks see it. */
+struct nd_pkt {
+	void *data;     /* linear part */
+	void *data_end;
+	__u32 len;      /* whole frame, fragments included */
+	__u32 ifindex;
+	__u32 gso_segs; /* >= 1 */
+	__u32 gso_size; /* transport payload per segment, 0 when not GSO */
+	__u8 dir;
+};
+
+static __always_inline __u32 size_bucket(__u32 len)
+{
+#pragma unroll
+	for (int i = 0; i < ND_SIZE_BUCKETS - 1; i++) {
+		if (len <= size_bounds[i])
+			return i;
+	}
+	return ND_SIZE_BUCKETS - 1;
+}
+
+/* MSS option of a SYN; 0 when absent. MSS is conventionally the first option, so a short
+ * walk finds it. */
+static __always_inline __u16 tcp_syn_mss(struct tcphdr *th, void *end)
+{
+	__u8 *opt = (void *)(th + 1);
+	__u8 *opt_end = (void *)th + th->doff * 4;
+
+	for (int i = 0; i < 10; i++) {
+		if ((void *)(opt + 4) > end || opt + 4 > opt_end)
+			return 0;
+		__u8 kind = opt[0];
+
+		if (kind == 0)
+			return 0;
+		if (kind == 1) {
+			opt++;
+			continue;
+		}
+		__u8 len = opt[1];
+
+		if (kind == 2 && len == 4)
+			return (__u16)opt[2] << 8 | opt[3];
+		if (len < 2)
+			return 0;
+		opt += len;
+	}
+	return 0;
+}
+
+/* Records an ICMP frag-needed / ICMPv6 packet-too-big: who sent it, the MTU it announces and
+ * the flow it quotes. `quote` points at the quoted IP header. */
+static __always_inline void record_ptb(struct nd_pkt *p, struct l3_info *l3, void *quote,
+				       __u32 mtu)
+{
+	struct nd_ptb_key key = {};
+	struct cursor c = { quote, p->data_end };
+	struct l3_info inner = {};
+
+	key.ifindex = p->ifindex;
+	key.dir = p->dir;
+	key.family = l3->family;
+	if (l3->family == 4) {
+		copy_addr(key.from, &((struct iphdr *)l3->hdr)->saddr, 4);
+		/* The quote may be cut anywhere; record what we have. */
+		if (parse_ipv4(&c, &inner) == 0) {
+			struct iphdr *ip = inner.hdr;
+
+			copy_addr(key.inner_saddr, &ip->saddr, 4);
+			copy_addr(key.inner_daddr, &ip->daddr, 4);
+		}
+	} else {
+		copy_addr(key.from, &((struct ipv6hdr *)l3->hdr)->saddr, 16);
+		struct ipv6hdr *ip6 = c.pos;
+
+		/* Quoted extension headers are not walked: ports stay 0 for such quotes. */
+		if ((void *)(ip6 + 1) <= c.end) {
+			copy_addr(key.inner_saddr, &ip6->saddr, 16);
+			copy_addr(key.inner_daddr, &ip6->daddr, 16);
+			inner.proto = ip6->nexthdr;
+			c.pos = ip6 + 1;
+		}
+	}
+	key.inner_proto = inner.proto;
+	if (inner.proto == IPPROTO_TCP || inner.proto == IPPROTO_UDP) {
+		__be16 *ports = c.pos;
+
+		if ((void *)(ports + 2) <= c.end) {
+			key.inner_sport = bpf_ntohs(ports[0]);
+			key.inner_dport = bpf_ntohs(ports[1]);
+		}
+	}
+
+	struct nd_ptb_stats *st = bpf_map_lookup_elem(&ptb_events, &key);
+
+	if (!st) {
+		struct nd_ptb_stats init = {};
+
+		bpf_map_update_elem(&ptb_events, &key, &init, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&ptb_events, &key);
+		if (!st)
+			return;
+	}
+	__sync_fetch_and_add(&st->count, 1);
+	st->mtu = mtu;
+	st->last_ns = bpf_ktime_get_coarse_ns();
+}
+
+/* Transport-layer facts the flow record needs. */
+struct l4_info {
+	__u16 sport;
+	__u16 dport;
+	__u16 hdr_len;  /* transport header length (what precedes the payload) */
+	__u16 syn_mss;
+	__u32 seq;
+	__u32 payload;  /* transport payload bytes of the whole (super-)packet */
+	__u8 tcp_flags;
+	__u8 encap;
+	__s8 wg_msg;
+	__u8 is_tcp;
+};
+
+static __always_inline void parse_l4(struct nd_pkt *p, struct nd_dir_stats *ds,
+				     struct l3_info *l3, struct cursor *c, __u32 l4_len,
+				     struct l4_info *l4)
+{
+	l4->wg_msg = -1;
+	if (l3->frag == ND_FRAG_LATER)
+		return; /* no transport header in this fragment */
+
+	if (l3->proto == IPPROTO_TCP) {
+		struct tcphdr *th = c->pos;
+
+		if ((void *)(th + 1) > c->end || th->doff < 5) {
+			ds->truncated++;
+			return;
+		}
+		l4->is_tcp = 1;
+		l4->sport = bpf_ntohs(th->source);
+		l4->dport = bpf_ntohs(th->dest);
+		l4->hdr_len = th->doff * 4;
+		l4->seq = bpf_ntohl(th->seq);
+		l4->tcp_flags = ((__u8 *)th)[13];
+		l4->payload = l4_len > l4->hdr_len ? l4_len - l4->hdr_len : 0;
+		if (l4->tcp_flags & TCP_FLAG_SYN)
+			l4->syn_mss = tcp_syn_mss(th, c->end);
+	} else if (l3->proto == IPPROTO_UDP) {
+		struct udphdr *uh = c->pos;
+
+		if ((void *)(uh + 1) > c->end) {
+			ds->truncated++;
+			return;
+		}
+		l4->sport = bpf_ntohs(uh->source);
+		l4->dport = bpf_ntohs(uh->dest);
+		l4->hdr_len = sizeof(*uh);
+		l4->payload = l4_len > sizeof(*uh) ? l4_len - sizeof(*uh) : 0;
+		int wg;
+
+		l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), c->end,
+					 l4->payload, &wg);
+		l4->wg_msg = wg;
+	} else if (l3->proto == IPPROTO_ICMP || l3->proto == IPPROTO_ICMPV6) {
+		/* type, code, checksum, then 4 bytes of type-specific data. */
+		__u8 *ic = c->pos;
+
+		if ((void *)(ic + 8) > c->end) {
+			ds->truncated++;
+			return;
+		}
+		__u8 type = ic[0], code = ic[1];
+
+		l4->sport = (__u16)type << 8 | code;
+		l4->hdr_len = 8;
+		if (l3->proto == IPPROTO_ICMP) {
+			if (type == 0 || type == 8) /* echo reply / request: identifier */
+				l4->dport = (__u16)ic[4] << 8 | ic[5];
+			if (type == 3 && code == 4) {
+				ds->icmp_frag_needed++;
+				record_ptb(p, l3, ic + 8, (__u32)ic[6] << 8 | ic[7]);
+			}
+		} else {
+			if (type == 128 || type == 129)
+				l4->dport = (__u16)ic[4] << 8 | ic[5];
+			if (type == 2) {
+				ds->icmp6_too_big++;
+				record_ptb(p, l3, ic + 8,
+					   (__u32)ic[4] << 24 | (__u32)ic[5] << 16 |
+						   (__u32)ic[6] << 8 | ic[7]);
+			}
+		}
+	}
+}
+
+/* Passive retransmission detection from sequence numbers: data starting before the highest
+ * sequence already seen was sent before (or arrived out of order). Works on traffic a
+ * gateway only forwards, where no socket exists to ask. Races between CPUs on one flow can
+ * miss a count; they never invent one for in-order traffic. */
+static __always_inline void track_seq(struct nd_flow_stats *fs, struct l4_info *l4, __u32 segs)
+{
+	if (!l4->payload)
+		return;
+	__u32 end = l4->seq + l4->payload;
+
+	if (!fs->seq_valid) {
+		fs->seq_high = end;
+		fs->seq_valid = 1;
+		return;
+	}
+	if ((__s32)(l4->seq - fs->seq_high) < 0)
+		__sync_fetch_and_add(&fs->retrans_segs, segs);
+	if ((__s32)(end - fs->seq_high) > 0)
+		fs->seq_high = end;
+}
+
+static __always_inline void account_flow(struct nd_pkt *p, struct l3_info *l3,
+					 struct l4_info *l4, __u32 seg_len)
+{
+	struct nd_flow_key key = {};
+
+	key.ifindex = p->ifindex;
+	key.dir = p->dir;
+	key.proto = l3->proto;
+	key.family = l3->family;
+	key.sport = l4->sport;
+	key.dport = l4->dport;
+	if (l3->family == 4) {
+		struct iphdr *ip = l3->hdr;
+
+		copy_addr(key.saddr, &ip->saddr, 4);
+		copy_addr(key.daddr, &ip->daddr, 4);
+	} else {
+		struct ipv6hdr *ip6 = l3->hdr;
+
+		copy_addr(key.saddr, &ip6->saddr, 16);
+		copy_addr(key.daddr, &ip6->daddr, 16);
+	}
+
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, &key);
+
+	if (!fs) {
+		struct nd_flow_stats init = {};
+
+		init.first_ns = now;
+		bpf_map_update_elem(&flows, &key, &init, BPF_NOEXIST);
+		fs = bpf_map_lookup_elem(&flows, &key);
+		if (!fs)
+			return;
+	}
+	__sync_fetch_and_add(&fs->packets, 1);
+	__sync_fetch_and_add(&fs->segs, p->gso_segs);
+	__sync_fetch_and_add(&fs->bytes, p->len);
+	fs->last_ns = now;
+	if (seg_len > fs->max_seg)
+		fs->max_seg = seg_len > 0xffff ? 0xffff : seg_len;
+	if (l4->encap)
+		fs->encap = l4->encap;
+	if (l4->wg_msg >= 0 && l4->wg_msg < ND_WG_MSG_TYPES)
+		__sync_fetch_and_add(&fs->wg_msgs[l4->wg_msg], 1);
+	if (l4->is_tcp) {
+		fs->tcp_flags |= l4->tcp_flags;
+		if (l4->syn_mss)
+			fs->syn_mss = l4->syn_mss;
+		track_seq(fs, l4, p->gso_segs);
+	}
+}
+
+static __always_inline void account(struct nd_pkt *p)
+{
+	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &p->ifindex);
+
+	if (!ifs)
+		return; /* not an interface the agent watches */
+	struct nd_dir_stats *ds = &ifs->dir[p->dir & 1];
+
+	/* Per-CPU value: plain increments are exact. */
+	ds->packets++;
+	ds->segs += p->gso_segs;
+	ds->bytes += p->len;
+	if (p->gso_segs > 1)
+		ds->gso_packets++;
+
+	struct cursor c = { p->data, p->data_end };
+	struct l3_info l3 = {};
+	int ret = -1;
+
+	if (ifs->link == ND_LINK_RAWIP) {
+		__u8 *first = c.pos;
+
+		if ((void *)(first + 1) > c.end) {
+			ds->truncated++;
+			return;
+		}
+		if ((*first >> 4) == 4)
+			ret = parse_ipv4(&c, &l3);
+		else if ((*first >> 4) == 6)
+			ret = parse_ipv6(&c, &l3);
+		else {
+			ds->non_ip++;
+			return;
+		}
+	} else {
+		__be16 proto = parse_eth(&c);
+
+		if (proto == bpf_htons(ETH_P_IP))
+			ret = parse_ipv4(&c, &l3);
+		else if (proto == bpf_htons(ETH_P_IPV6))
+			ret = parse_ipv6(&c, &l3);
+		else if (proto) {
+			ds->non_ip++;
+			return;
+		}
+	}
+	if (ret < 0) {
+		ds->truncated++;
+		return;
+	}
+
+	/* Lengths from the headers' offsets and the frame size: the IP length field lies for
+	 * GSO super-packets above 64 KiB (BIG TCP writes 0) and Ethernet padding inflates the
+	 * frame size of tiny packets, so take the smaller of the two when both are sane. */
+	__u32 l3_off = l3.hdr - p->data;
+	__u32 frame_l3 = p->len > l3_off ? p->len - l3_off : 0;
+	__u32 ip_len = (l3.ip_len && l3.ip_len < frame_l3) ? l3.ip_len : frame_l3;
+	__u32 l4_len = ip_len > l3.hdr_len ? ip_len - l3.hdr_len : 0;
+	struct l4_info l4 = {};
+
+	parse_l4(p, ds, &l3, &c, l4_len, &l4);
+
+	/* Size of one segment on the wire: GSO packets are cut into gso_size payloads. */
+	__u32 seg_len = ip_len;
+
+	if (p->gso_segs > 1 && p->gso_size)
+		seg_len = l3.hdr_len + l4.hdr_len + p->gso_size;
+	__u32 bucket = size_bucket(seg_len);
+
+	if (bucket < ND_SIZE_BUCKETS)
+		ds->size_hist[bucket] += p->gso_segs;
+	if (l3.frag == ND_FRAG_FIRST)
+		ds->frag_first++;
+	else if (l3.frag == ND_FRAG_LATER)
+		ds->frag_later++;
+	if (l3.df && seg_len > ifs->mtu)
+		ds->df_over_mtu += p->gso_segs;
+
+	account_flow(p, &l3, &l4, seg_len);
+}
+
+SEC("xdp.frags")
+int nd_xdp_ingress(struct xdp_md *ctx)
+{
+	struct nd_pkt p = {
+		.data = (void *)(long)ctx->data,
+		.data_end = (void *)(long)ctx->data_end,
+		.len = bpf_xdp_get_buff_len(ctx),
+		.ifindex = ctx->ingress_ifindex,
+		.gso_segs = 1,
+		.dir = ND_DIR_INGRESS,
+	};
+
+	account(&p);
+	return XDP_PASS;
+}
+
+static __always_inline void account_skb(struct __sk_buff *skb, __u8 dir)
+{
+	__u32 linear = skb->data_end - skb->data;
+
+	/* Headers in paged fragments (some drivers, tunnels) are invisible to direct access;
+	 * pulling them into the linear area changes nothing about the packet itself. */
+	if (linear < ND_PULL_LEN && skb->len > linear)
+		bpf_skb_pull_data(skb, skb->len < ND_PULL_LEN ? skb->len : ND_PULL_LEN);
+	/* Keeps clang from reusing a ctx offset in a register: the verifier only accepts ctx
+	 * field loads at a constant offset from the unmodified ctx pointer. */
+	barrier_var(skb);
+
+	struct nd_pkt p = {
+		.data = (void *)(long)skb->data,
+		.data_end = (void *)(long)skb->data_end,
+		.len = skb->len,
+		.ifindex = skb->ifindex,
+		.gso_segs = skb->gso_segs ? skb->gso_segs : 1,
+		.gso_size = skb->gso_size,
+		.dir = dir,
+	};
+
+	account(&p);
+}
+
+SEC("tc")
+int nd_tc_ingress(struct __sk_buff *skb)
+{
+	account_skb(skb, ND_DIR_INGRESS);
+	return ND_TC_PASS;
+}
+
+SEC("tc")
+int nd_tc_egress(struct __sk_buff *skb)
+{
+	account_skb(skb, ND_DIR_EGRESS);
+	return ND_TC_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

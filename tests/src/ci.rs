@@ -1,0 +1,144 @@
+//! Skip-or-fail requirement checks.
+//!
+//! On a developer machine without root, capabilities or tools, lab tests
+//! print `SKIP: <reason>` and return early. When the environment variable
+//! `CI` is `true` (or `1`), a missing requirement panics instead, so CI can
+//! never pass by silently skipping.
+//!
+//! ```no_run
+//! #[test]
+//! fn my_lab_test() {
+//!     if !netdoctor_lab::ci::require_root_or_skip() {
+//!         return;
+//!     }
+//!     // ... build a topology ...
+//! }
+//! ```
+
+use std::path::Path;
+
+/// Linux capability numbers (see `capability.h`).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Tools every lab topology needs.
+const BASE_TOOLS: &[&str] = &["ip", "nsenter"];
+
+/// True when running in CI (`CI=true` or `CI=1`, case-insensitive).
+pub fn is_ci() -> bool {
+    std::env::var("CI")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+        .unwrap_or(false)
+}
+
+/// Reports a missing requirement: panics in CI, otherwise prints
+/// `SKIP: <reason>` and returns `false` (so `return skip(..)`-style early exits
+/// read naturally).
+///
+/// # Panics
+/// When [`is_ci`] is true.
+pub fn skip(reason: &str) -> bool {
+    if is_ci() {
+        panic!("lab requirement missing in CI (CI=true), refusing to skip: {reason}");
+    }
+    println!("SKIP: {reason}");
+    false
+}
+
+/// Checks that namespaces and veths can be built: effective uid 0,
+/// CAP_NET_ADMIN + CAP_SYS_ADMIN, and `ip` + `nsenter` on PATH.
+///
+/// Returns `true` when the test may proceed; otherwise skips (see [`skip`]).
+///
+/// # Panics
+/// When a requirement is missing and [`is_ci`] is true.
+pub fn require_root_or_skip() -> bool {
+    match missing_root() {
+        Some(reason) => skip(&reason),
+        None => true,
+    }
+}
+
+/// Like [`require_root_or_skip`], plus what loading BPF needs: CAP_BPF,
+/// CAP_PERFMON and kernel BTF at `/sys/kernel/btf/vmlinux`.
+///
+/// # Panics
+/// When a requirement is missing and [`is_ci`] is true.
+pub fn require_bpf_or_skip() -> bool {
+    if let Some(reason) = missing_root() {
+        return skip(&reason);
+    }
+    if let Some(reason) = missing_caps(&[(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]) {
+        return skip(&reason);
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return skip("kernel BTF (/sys/kernel/btf/vmlinux) not available");
+    }
+    true
+}
+
+/// Checks that every program in `tools` is on PATH (e.g.
+/// `&["wireguard-go", "wg", "iperf3", "nft", "ping"]`).
+///
+/// # Panics
+/// When a tool is missing and [`is_ci`] is true.
+pub fn require_tools_or_skip(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
+    if missing.is_empty() {
+        true
+    } else {
+        skip(&format!("missing tools on PATH: {}", missing.join(", ")))
+    }
+}
+
+/// True when an executable named `tool` is found in one of PATH's directories.
+pub fn on_path(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(tool))
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    })
+}
+
+fn missing_root() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("lab tests need root (effective uid 0)".to_owned());
+    }
+    if let Some(reason) = missing_caps(&[
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+    ]) {
+        return Some(reason);
+    }
+    let missing: Vec<&str> = BASE_TOOLS.iter().copied().filter(|t| !on_path(t)).collect();
+    if !missing.is_empty() {
+        return Some(format!("missing tools on PATH: {}", missing.join(", ")));
+    }
+    None
+}
+
+fn effective_caps() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+fn missing_caps(caps: &[(u32, &str)]) -> Option<String> {
+    let Some(eff) = effective_caps() else {
+        return Some("cannot read effective capabilities from /proc/self/status".to_owned());
+    };
+    let missing: Vec<&str> = caps
+        .iter()
+        .filter(|(bit, _)| eff & (1u64 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect();
+    if missing.is_empty() {
+        None
+    } else {
+        Some(format!("missing capabilities: {}", missing.join(", ")))
+    }
+}

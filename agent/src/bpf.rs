@@ -15,3 +15,13 @@
 pub mod packet {
     include!(concat!(env!("OUT_DIR"), "/packet.skel.rs"));
 }
+
+/// `ebpf/sockets.bpf.c`: TCP socket snapshots (iter/tcp), retransmissions and close events.
+pub mod sockets {
+    include!(concat!(env!("OUT_DIR"), "/sockets.skel.rs"));
+}
+
+/// `ebpf/drops.bpf.c`: kernel packet drops by device, reason and protocol.
+pub mod drops {
+    include!(concat!(env!("OUT_DIR"), "/drops.skel.rs"));
+}

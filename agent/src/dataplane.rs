@@ -14,7 +14,7 @@ use crate::bpf::packet::{PacketSkel, PacketSkelBuilder};
 use crate::counters::{IfaceCounters, SIZE_BUCKET_BOUNDS};
 use crate::error::{Error, Result};
 use crate::flows::Flow;
-use crate::iface::{IfaceKind, Interface, LinkType};
+use crate::iface::{Interface, LinkType};
 use crate::pmtu::TooBig;
 use crate::wire::{
     decode, encode, nd_flow_key, nd_flow_stats, nd_iface_stats, nd_ptb_key, nd_ptb_stats, Encap,
@@ -28,16 +28,19 @@ pub const MAX_TUNNEL_PORTS: usize = 8;
 const XDP_PROGRAM: &str = "nd_xdp_ingress";
 
 /// Which hook counts received packets.
+///
+/// tc is the default because it never disturbs traffic: attaching native XDP makes many
+/// NIC drivers (virtio_net, mlx5, i40e, ...) rebuild their rings, a visible link flap, and
+/// generic XDP copies every non-linear skb. tc ingress sees the same packets after GRO and
+/// counts wire segments exactly through `gso_segs`. XDP is there for those who want to see
+/// frames before GRO on a driver they know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IngressHook {
-    /// XDP on physical NICs, tc elsewhere (XDP on software devices copies every GSO
-    /// super-packet, which costs throughput).
-    Auto,
-    /// XDP everywhere.
-    Xdp,
-    /// tc (tcx) everywhere.
+    /// tc (tcx) ingress.
     Tc,
+    /// XDP; if it cannot attach, netdoctor fails rather than silently using tc.
+    Xdp,
 }
 
 /// A UDP port carrying a tunnel protocol that is recognised by port only.
@@ -65,7 +68,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            ingress: IngressHook::Auto,
+            ingress: IngressHook::Tc,
             xdp_mode: XdpMode::Auto,
             method: AttachMethod::Link,
             tunnel_ports: Vec::new(),
@@ -235,31 +238,16 @@ impl<'obj> Dataplane<'obj> {
         }
 
         let mut attachments = Vec::with_capacity(2);
-        let want_xdp = match self.options.ingress {
-            IngressHook::Xdp => true,
-            IngressHook::Tc => false,
-            IngressHook::Auto => iface.kind == IfaceKind::Physical,
-        };
         let mut ingress = None;
-        if want_xdp {
-            let result = match method {
-                AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, self.options.xdp_mode),
-                AttachMethod::Netlink => {
-                    attach::xdp_netlink(xdp_fd, iface.index, self.options.xdp_mode)
-                }
-            };
-            match result {
-                Ok(a) => {
-                    attachments.push(a);
-                    ingress = Some(format!("xdp-{}", xdp_mode_name(self.options.xdp_mode)));
-                }
-                Err(e) if self.options.ingress == IngressHook::Xdp => {
-                    return Err(Error::attach("xdp", &iface.name, e));
-                }
-                Err(e) => {
-                    tracing::warn!(iface = %iface.name, "XDP unavailable ({e}); counting ingress with tc instead");
-                }
+        if self.options.ingress == IngressHook::Xdp {
+            let mode = self.options.xdp_mode;
+            let attached = match method {
+                AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, mode),
+                AttachMethod::Netlink => attach::xdp_netlink(xdp_fd, iface.index, mode),
             }
+            .map_err(|e| Error::attach("xdp", &iface.name, e))?;
+            attachments.push(attached);
+            ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
         }
         if ingress.is_none() {
             attachments.push(tc_attach(tc_in_fd, iface, true, method)?);

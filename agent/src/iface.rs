@@ -44,6 +44,25 @@ pub enum IfaceKind {
     Other(String),
 }
 
+impl std::fmt::Display for IfaceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            IfaceKind::Physical => "physical",
+            IfaceKind::Loopback => "loopback",
+            IfaceKind::Wireguard => "wireguard",
+            IfaceKind::Tun => "tun",
+            IfaceKind::Tap => "tap",
+            IfaceKind::Vxlan => "vxlan",
+            IfaceKind::Geneve => "geneve",
+            IfaceKind::Veth => "veth",
+            IfaceKind::Bridge => "bridge",
+            IfaceKind::Bond => "bond",
+            IfaceKind::Other(kind) => kind,
+        };
+        f.write_str(name)
+    }
+}
+
 /// Whether packets start with an Ethernet header or directly with IP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

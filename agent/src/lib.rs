@@ -5,14 +5,18 @@
 
 pub mod attach;
 pub mod bpf;
+pub mod btf;
 pub mod cli;
 pub mod counters;
 pub mod dataplane;
+pub mod drops;
 pub mod error;
 pub mod flows;
 pub mod iface;
 pub mod logging;
 pub mod pmtu;
+pub mod sockets;
+pub mod sysctl;
 pub mod tunnel;
 pub mod wire;
 

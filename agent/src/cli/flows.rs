@@ -13,6 +13,9 @@ use crate::dataplane::{Dataplane, Hooks};
 use crate::flows::{top_by_bytes, Flow};
 use crate::iface::{self, Interface};
 use crate::pmtu::TooBig;
+use crate::sockets::window::{self, CcAggregate, SocketRow};
+use crate::sockets::{RetransStats, Signals, Socket, SocketProbes};
+use crate::sysctl::CongestionControl;
 use crate::tunnel::{self, TunnelTraffic};
 
 /// What `netdoctor flows` reports (also its `--json` document).
@@ -36,16 +39,66 @@ pub struct FlowsReport {
     pub tunnels: Vec<TunnelTraffic>,
     /// ICMP frag-needed / ICMPv6 packet-too-big messages seen on this interface.
     pub too_big: Vec<TooBig>,
+    /// Local TCP connections whose traffic leaves through this interface, busiest first.
+    pub sockets: Vec<SocketRow>,
+    /// Those connections summed per congestion control algorithm.
+    pub congestion_control: Vec<CcAggregate>,
+    /// The namespace's congestion control settings.
+    pub congestion_control_sysctl: CongestionControl,
+    /// Which socket signals this kernel provides.
+    pub socket_signals: Signals,
+}
+
+/// Socket snapshots taken at the start of the window.
+struct SocketStart<'a, 'obj> {
+    probes: &'a SocketProbes<'obj>,
+    sockets: Vec<Socket>,
+    retrans: Vec<RetransStats>,
+}
+
+impl<'a, 'obj> SocketStart<'a, 'obj> {
+    fn take(probes: &'a SocketProbes<'obj>) -> crate::Result<Self> {
+        Ok(SocketStart {
+            probes,
+            sockets: probes.snapshot()?,
+            retrans: probes.retransmits()?,
+        })
+    }
+
+    fn finish(self, ifindex: u32, secs: f64) -> crate::Result<Vec<SocketRow>> {
+        let closed = self.probes.drain_closed()?;
+        let end = self.probes.snapshot()?;
+        let retrans_end = self.probes.retransmits()?;
+        let mut rows = window::rows(
+            &self.sockets,
+            &end,
+            &closed,
+            &self.retrans,
+            &retrans_end,
+            secs,
+        );
+        rows.retain(|r| r.socket.ifindex == ifindex);
+        Ok(rows)
+    }
 }
 
 impl FlowsReport {
     fn collect(
         dp: &Dataplane<'_>,
+        sockets: Option<SocketStart<'_, '_>>,
         iface: Interface,
         hooks: Hooks,
         elapsed: Duration,
         top: usize,
     ) -> crate::Result<Self> {
+        let socket_signals = sockets
+            .as_ref()
+            .map(|s| s.probes.signals())
+            .unwrap_or_default();
+        let socket_rows = match sockets {
+            Some(start) => start.finish(iface.index, elapsed.as_secs_f64())?,
+            None => Vec::new(),
+        };
         let counters = dp.counters(iface.index)?.unwrap_or_default();
         let flows: Vec<Flow> = dp
             .flows()?
@@ -66,6 +119,10 @@ impl FlowsReport {
             tunnels: tunnel::from_flows(&flows),
             flows: top_by_bytes(flows, top),
             too_big,
+            congestion_control: window::by_cc(&socket_rows),
+            sockets: socket_rows,
+            congestion_control_sysctl: CongestionControl::read(),
+            socket_signals,
             interface: iface,
         })
     }
@@ -77,8 +134,16 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     let mut storage = MaybeUninit::uninit();
     let mut dp = Dataplane::load(&mut storage, options)?;
     let hooks = dp.attach(&iface)?;
+    let mut socket_storage = MaybeUninit::uninit();
+    let probes = match SocketProbes::load(&mut socket_storage) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!("socket telemetry unavailable ({e}); reporting packets only");
+            None
+        }
+    };
     eprintln!(
-        "netdoctor: watching {} ({:?}, MTU {}; ingress {}, egress {}) for {}; Ctrl-C stops early",
+        "netdoctor: watching {} ({}, MTU {}; ingress {}, egress {}) for {}; Ctrl-C stops early",
         iface.name,
         iface.kind,
         iface.mtu,
@@ -86,9 +151,10 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
         hooks.egress,
         humantime::format_duration(args.duration)
     );
+    let start = probes.as_ref().map(SocketStart::take).transpose()?;
     let started = Instant::now();
     observe(args.duration).await;
-    let report = FlowsReport::collect(&dp, iface, hooks, started.elapsed(), args.top)?;
+    let report = FlowsReport::collect(&dp, start, iface, hooks, started.elapsed(), args.top)?;
     drop(dp);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -99,7 +165,7 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Waits for `duration` or Ctrl-C, showing the time left when stderr is a terminal.
-async fn observe(duration: Duration) {
+pub(super) async fn observe(duration: Duration) {
     let tty = std::io::stderr().is_terminal();
     let deadline = tokio::time::Instant::now() + duration;
     let mut tick = tokio::time::interval(Duration::from_secs(1));

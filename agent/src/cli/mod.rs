@@ -1,7 +1,10 @@
 //! The command line: flags defined once here, turned into `--help` by clap.
 
+mod drops;
 mod flows;
 mod output;
+
+use flows::observe;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,6 +53,31 @@ pub enum Command {
     ///   netdoctor flows eth0 --tunnel-port 10000=fastd
     #[command(verbatim_doc_comment)]
     Flows(FlowsArgs),
+    /// Count the packets the kernel drops, by interface and reason, for a while.
+    ///
+    /// Reasons are the kernel's own (enum skb_drop_reason, e.g. IP_INADDRERRORS when a
+    /// gateway does not forward, IP_RPFILTER for reverse-path filtering, NETFILTER_DROP for
+    /// firewall rules), read from this kernel's BTF.
+    ///
+    /// Examples:
+    ///   netdoctor drops
+    ///   netdoctor drops --interface wg0 --duration 30s --json
+    #[command(verbatim_doc_comment)]
+    Drops(DropsArgs),
+}
+
+/// Options for `netdoctor drops`.
+#[derive(Debug, Args)]
+pub struct DropsArgs {
+    /// Only this interface.
+    #[arg(short, long)]
+    pub interface: Option<String>,
+    /// How long to count, e.g. 5s, 1m. Ctrl-C stops early and still reports.
+    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options for `netdoctor flows`.
@@ -73,9 +101,10 @@ pub struct FlowsArgs {
 /// Data-plane options shared by every command that attaches programs.
 #[derive(Debug, Args)]
 pub struct DataplaneArgs {
-    /// Hook that counts received packets: auto = XDP on physical NICs, tc on software
-    /// devices (where XDP would copy every GSO super-packet).
-    #[arg(long, value_enum, default_value_t = IngressHook::Auto)]
+    /// Hook that counts received packets. tc (default) never disturbs traffic; attaching
+    /// native XDP makes many NIC drivers reset their rings (a brief link drop) and generic
+    /// XDP copies every GSO super-packet.
+    #[arg(long, value_enum, default_value_t = IngressHook::Tc)]
     pub ingress: IngressHook,
     /// XDP attach mode, when XDP is used.
     #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
@@ -163,6 +192,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Flows(args) => flows::run(args).await,
+            Command::Drops(args) => drops::run(args).await,
         }
     });
     match result {

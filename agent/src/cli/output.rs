@@ -3,6 +3,7 @@
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 
+use super::drops::DropsReport;
 use super::flows::FlowsReport;
 use crate::counters::DirCounters;
 
@@ -59,7 +60,7 @@ fn counter_rows(t: &mut Table, name: &str, c: &DirCounters, secs: f64) {
 pub(super) fn print_flows(r: &FlowsReport) {
     let i = &r.interface;
     println!(
-        "{} (index {}, {:?}, MTU {}, {}) observed {:.1}s; ingress hook {}, egress hook {}",
+        "{} (index {}, {}, MTU {}, {}) observed {:.1}s; ingress hook {}, egress hook {}",
         i.name,
         i.index,
         i.kind,
@@ -106,8 +107,10 @@ pub(super) fn print_flows(r: &FlowsReport) {
             sizes.add_row(vec![label.clone(), inn.to_string(), out.to_string()]);
         }
     }
-    right_align(&mut sizes, 1);
-    println!("{sizes}\n");
+    if sizes.row_count() > 0 {
+        right_align(&mut sizes, 1);
+        println!("{sizes}\n");
+    }
 
     if r.flows.is_empty() {
         println!("No IP flows seen.");
@@ -149,6 +152,62 @@ pub(super) fn print_flows(r: &FlowsReport) {
         }
         right_align(&mut t, 4);
         println!("{t}");
+    }
+
+    if !r.sockets.is_empty() {
+        println!(
+            "\nLocal TCP connections through {} ({}):",
+            r.interface.name,
+            cc_summary(r)
+        );
+        let mut t = table(&[
+            "local", "remote", "state", "cc", "srtt ms", "cwnd", "retrans", "ratio", "pmtu", "mss",
+            "Mbit/s",
+        ]);
+        for s in r.sockets.iter().take(r.flows.len().max(20)) {
+            let k = &s.socket;
+            t.add_row(vec![
+                k.local.to_string(),
+                k.remote.to_string(),
+                if s.closed {
+                    "closed".to_string()
+                } else {
+                    k.state.to_string()
+                },
+                k.cc.clone(),
+                format!("{:.2}", f64::from(k.srtt_us) / 1000.0),
+                k.cwnd.to_string(),
+                s.retransmits.to_string(),
+                format!("{:.2}%", s.retrans_ratio * 100.0),
+                k.pmtu.to_string(),
+                k.mss.to_string(),
+                format!("{:.2}", s.throughput_bps / 1e6),
+            ]);
+        }
+        right_align(&mut t, 4);
+        println!("{t}");
+        if r.congestion_control.len() > 1 {
+            let mut t = table(&[
+                "cc",
+                "connections",
+                "segments sent",
+                "retrans",
+                "ratio",
+                "Mbit/s",
+            ]);
+            for a in &r.congestion_control {
+                t.add_row(vec![
+                    a.cc.clone(),
+                    a.sockets.to_string(),
+                    a.data_segs_sent.to_string(),
+                    a.retransmits.to_string(),
+                    format!("{:.2}%", a.retrans_ratio * 100.0),
+                    format!("{:.2}", a.throughput_bps / 1e6),
+                ]);
+            }
+            right_align(&mut t, 1);
+            println!("{t}");
+        }
     }
 
     if !r.tunnels.is_empty() {
@@ -199,10 +258,59 @@ pub(super) fn print_flows(r: &FlowsReport) {
     }
 }
 
+fn cc_summary(r: &FlowsReport) -> String {
+    let cc = &r.congestion_control_sysctl;
+    format!(
+        "default cc {}, available: {}",
+        cc.default.as_deref().unwrap_or("?"),
+        if cc.available.is_empty() {
+            "?".into()
+        } else {
+            cc.available.join(" ")
+        }
+    )
+}
+
 fn endpoint(addr: &std::net::IpAddr, port: u16, proto: u8) -> String {
     match (proto, addr) {
         (6 | 17, std::net::IpAddr::V6(a)) => format!("[{a}]:{port}"),
         (6 | 17, a) => format!("{a}:{port}"),
         _ => addr.to_string(),
+    }
+}
+
+/// Prints the report of `netdoctor drops`.
+pub(super) fn print_drops(r: &DropsReport) {
+    if r.drops.is_empty() {
+        println!("No drops in {:.1}s.", r.duration_s);
+    } else {
+        println!("Kernel drops in {:.1}s:", r.duration_s);
+        let mut t = table(&["interface", "reason", "protocol", "packets", "bytes"]);
+        for d in &r.drops {
+            let c = &d.count;
+            let proto = match (c.ethertype, c.protocol) {
+                (0x0800 | 0x86dd, 6) => "tcp".to_string(),
+                (0x0800 | 0x86dd, 17) => "udp".to_string(),
+                (0x0800, 1) => "icmp".to_string(),
+                (0x86dd, 58) => "icmpv6".to_string(),
+                (0x0806, _) => "arp".to_string(),
+                (e, p) => format!("0x{e:04x}/{p}"),
+            };
+            t.add_row(vec![
+                d.interface.clone(),
+                c.reason.clone(),
+                proto,
+                c.packets.to_string(),
+                human_bytes(c.bytes),
+            ]);
+        }
+        right_align(&mut t, 3);
+        println!("{t}");
+    }
+    if r.unclassified > 0 {
+        println!(
+            "{} more drops did not fit the kernel table and are not classified.",
+            r.unclassified
+        );
     }
 }

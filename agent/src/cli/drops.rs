@@ -1,0 +1,91 @@
+//! `netdoctor drops`: packets the kernel dropped, by interface and reason.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{observe, output, DropsArgs};
+use crate::drops::{self, DropCount, DropProbe};
+use crate::iface;
+
+/// What `netdoctor drops` reports (also its `--json` document).
+#[derive(Debug, Serialize)]
+pub struct DropsReport {
+    /// Observation time in seconds.
+    pub duration_s: f64,
+    /// Drops during the window, most first, with interface names.
+    pub drops: Vec<NamedDrop>,
+    /// Drops that did not fit the kernel table (counted, not classified).
+    pub unclassified: u64,
+}
+
+/// A drop count with its interface's name.
+#[derive(Debug, Serialize)]
+pub struct NamedDrop {
+    /// Interface name ("-" when the packet had no device).
+    pub interface: String,
+    /// The counts.
+    #[serde(flatten)]
+    pub count: DropCount,
+}
+
+pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
+    let names: HashMap<u32, String> = iface::list()
+        .await?
+        .into_iter()
+        .map(|i| (i.index, i.name))
+        .collect();
+    let only = match &args.interface {
+        Some(name) => Some(
+            names
+                .iter()
+                .find(|(_, n)| *n == name)
+                .map(|(i, _)| *i)
+                .ok_or_else(|| crate::Error::UnknownInterface(name.clone()))?,
+        ),
+        None => None,
+    };
+    let mut storage = MaybeUninit::uninit();
+    let Some(probe) = DropProbe::load(&mut storage)? else {
+        anyhow::bail!(
+            "this kernel has no kfree_skb BTF tracepoint (Linux >= 5.17 needed for drop reasons)"
+        );
+    };
+    eprintln!(
+        "netdoctor: counting kernel drops{} for {}; Ctrl-C stops early",
+        args.interface
+            .as_deref()
+            .map(|i| format!(" on {i}"))
+            .unwrap_or_default(),
+        humantime::format_duration(args.duration)
+    );
+    let before = probe.counts()?;
+    let overflow_before = probe.overflow();
+    let started = Instant::now();
+    observe(args.duration).await;
+    let after = probe.counts()?;
+    let report = DropsReport {
+        duration_s: started.elapsed().as_secs_f64(),
+        drops: drops::delta(&before, &after)
+            .into_iter()
+            .filter(|d| only.is_none_or(|i| d.ifindex == i))
+            .map(|count| NamedDrop {
+                interface: names
+                    .get(&count.ifindex)
+                    .cloned()
+                    .unwrap_or_else(|| "-".into()),
+                count,
+            })
+            .collect(),
+        unclassified: probe.overflow().saturating_sub(overflow_before),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        output::print_drops(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,246 @@
+//! TCP socket telemetry: per-connection congestion control, RTT, cwnd, retransmissions and
+//! path MTU, from `ebpf/sockets.bpf.c` (iter/tcp snapshots, tcp_retransmit_skb and
+//! inet_sock_set_state tracepoints).
+//!
+//! [`SocketProbes`] loads and attaches the programs, skipping any whose hook this kernel
+//! lacks with a warning; [`window`] turns two snapshots and the events between them into
+//! per-connection rates.
+
+mod socket;
+pub mod window;
+
+use std::cell::RefCell;
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, OpenObject, RingBufferBuilder};
+
+pub use socket::{ClosedSocket, RetransStats, Socket};
+
+use crate::bpf::sockets::types::{nd_retrans_stats, nd_sock_close, nd_sock_info, nd_sock_key};
+use crate::bpf::sockets::{SocketsSkel, SocketsSkelBuilder};
+use crate::btf;
+use crate::error::{Error, Result};
+use crate::wire::decode;
+
+// SAFETY (all impls below): `#[repr(C)]` structs generated from sockets.h made only of
+// integers and integer arrays with explicit padding: every bit pattern is a valid value.
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_info {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_key {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_close {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_retrans_stats {}
+
+/// Which socket signals this kernel provides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Signals {
+    /// iter/tcp snapshots.
+    pub snapshots: bool,
+    /// tcp_retransmit_skb aggregates.
+    pub retransmits: bool,
+    /// inet_sock_set_state close events.
+    pub lifecycle: bool,
+}
+
+/// The loaded socket programs. Dropping it detaches them.
+pub struct SocketProbes<'obj> {
+    skel: SocketsSkel<'obj>,
+    netns: u32,
+    iter_link: Option<Link>,
+    links: Vec<Link>,
+    signals: Signals,
+}
+
+impl std::fmt::Debug for SocketProbes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketProbes")
+            .field("signals", &self.signals)
+            .finish()
+    }
+}
+
+impl<'obj> SocketProbes<'obj> {
+    /// Loads and attaches what this kernel supports; warns about the rest.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let kernel = btf::vmlinux().ok_or(Error::NoBtf)?;
+        let mut open = SocketsSkelBuilder::default()
+            .open(storage)
+            .map_err(Error::from_load)?;
+        let mut signals = Signals {
+            snapshots: btf::has_iterator(&kernel, "tcp"),
+            retransmits: btf::has_tracepoint(&kernel, "tcp_retransmit_skb"),
+            lifecycle: btf::has_tracepoint(&kernel, "inet_sock_set_state"),
+        };
+        open.progs.nd_iter_tcp.set_autoload(signals.snapshots);
+        open.progs
+            .nd_tcp_retransmit
+            .set_autoload(signals.retransmits);
+        open.progs.nd_sock_state.set_autoload(signals.lifecycle);
+        for (available, what) in [
+            (
+                signals.snapshots,
+                "iter/tcp (socket snapshots: cc, srtt, cwnd, pmtu)",
+            ),
+            (
+                signals.retransmits,
+                "tracepoint tcp_retransmit_skb (per-connection retransmissions)",
+            ),
+            (
+                signals.lifecycle,
+                "tracepoint inet_sock_set_state (short-lived connections)",
+            ),
+        ] {
+            if !available {
+                tracing::warn!("this kernel lacks {what}; that signal is skipped");
+            }
+        }
+        let skel = open.load().map_err(Error::from_load)?;
+
+        let attach =
+            |prog: &libbpf_rs::ProgramMut<'_>, what: &str, on: &mut bool| -> Option<Link> {
+                if !*on {
+                    return None;
+                }
+                match prog.attach() {
+                    Ok(link) => Some(link),
+                    Err(e) => {
+                        tracing::warn!("cannot attach {what} ({e}); that signal is skipped");
+                        *on = false;
+                        None
+                    }
+                }
+            };
+        let iter_link = attach(&skel.progs.nd_iter_tcp, "iter/tcp", &mut signals.snapshots);
+        let links = [
+            attach(
+                &skel.progs.nd_tcp_retransmit,
+                "tcp_retransmit_skb",
+                &mut signals.retransmits,
+            ),
+            attach(
+                &skel.progs.nd_sock_state,
+                "inet_sock_set_state",
+                &mut signals.lifecycle,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Ok(SocketProbes {
+            skel,
+            netns: crate::sysctl::current_netns().unwrap_or(0),
+            iter_link,
+            links,
+            signals,
+        })
+    }
+
+    /// Which signals are live.
+    pub fn signals(&self) -> Signals {
+        self.signals
+    }
+
+    /// Every TCP socket of the caller's network namespace right now (time-wait and request
+    /// sockets excluded). Empty when iter/tcp is unavailable.
+    pub fn snapshot(&self) -> Result<Vec<Socket>> {
+        let Some(link) = &self.iter_link else {
+            return Ok(Vec::new());
+        };
+        let mut iter = Iter::new(link).map_err(|e| Error::Map {
+            map: "iter/tcp",
+            source: e,
+        })?;
+        let mut buf = Vec::new();
+        iter.read_to_end(&mut buf).map_err(|e| Error::Map {
+            map: "iter/tcp",
+            source: libbpf_rs::Error::from(e),
+        })?;
+        Ok(buf
+            .chunks_exact(std::mem::size_of::<nd_sock_info>())
+            .filter_map(decode::<nd_sock_info>)
+            .map(|raw| Socket::from_raw(&raw))
+            .collect())
+    }
+
+    /// Retransmission aggregates per connection since load, in the namespace that loaded
+    /// the probes.
+    pub fn retransmits(&self) -> Result<Vec<RetransStats>> {
+        let map = &self.skel.maps.retrans;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let value = map
+                .lookup(&key, libbpf_rs::MapFlags::ANY)
+                .map_err(|e| Error::Map {
+                    map: "retrans",
+                    source: e,
+                })?;
+            if let (Some(k), Some(v)) = (
+                decode::<nd_sock_key>(&key),
+                value.as_deref().and_then(decode::<nd_retrans_stats>),
+            ) {
+                if k.netns == self.netns {
+                    out.push(RetransStats::from_raw(&k, &v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Connections of the loading namespace that closed since the last call.
+    pub fn drain_closed(&self) -> Result<Vec<ClosedSocket>> {
+        let events = RefCell::new(Vec::new());
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&self.skel.maps.sock_events, |bytes: &[u8]| {
+                let raw = bytes
+                    .get(..std::mem::size_of::<nd_sock_close>())
+                    .and_then(decode::<nd_sock_close>);
+                if let Some(raw) = raw.filter(|r| r.info.key.netns == self.netns) {
+                    events.borrow_mut().push(ClosedSocket::from_raw(&raw));
+                }
+                0
+            })
+            .map_err(|e| Error::Map {
+                map: "sock_events",
+                source: e,
+            })?;
+        let ring = builder.build().map_err(|e| Error::Map {
+            map: "sock_events",
+            source: e,
+        })?;
+        ring.poll(Duration::ZERO).map_err(|e| Error::Map {
+            map: "sock_events",
+            source: e,
+        })?;
+        drop(ring);
+        Ok(events.into_inner())
+    }
+
+    /// Close events lost because the ring buffer was full.
+    pub fn lost_events(&self) -> u64 {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.sock_events_lost)
+    }
+
+    /// Identifiers of the loaded programs (for `kernel.bpf_stats_enabled` figures).
+    pub fn program_names(&self) -> Vec<String> {
+        self.skel
+            .object()
+            .progs()
+            .map(|p| p.name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[doc(hidden)]
+    pub fn links_attached(&self) -> usize {
+        self.links.len() + usize::from(self.iter_link.is_some())
+    }
+}

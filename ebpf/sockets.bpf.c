@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * TCP socket telemetry without kprobes or fentry (neither works everywhere):
+ * - iter/tcp snapshots every TCP socket of the namespace with what tcp_info would say,
+ *   plus the congestion control name and the egress device;
+ * - tp_btf/tcp_retransmit_skb aggregates retransmissions per connection in the kernel,
+ *   splitting full-MSS segments from short tails;
+ * - tp_btf/inet_sock_set_state reports closing connections on a ring buffer, so flows
+ *   shorter than the snapshot interval are not missed.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+
+#include "sockets.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
+#define TCP_CLOSE 7
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ND_MAX_SOCKS);
+	__type(key, struct nd_sock_key);
+	__type(value, struct nd_retrans_stats);
+} retrans SEC(".maps");
+
+/* Birth time of connections, keyed by socket cookie, to report durations at close. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ND_MAX_SOCKS);
+	__type(key, __u64);
+	__type(value, __u64);
+} born SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ND_SOCK_EVENTS_BYTES);
+} sock_events SEC(".maps");
+
+/* Close events the ring buffer had no room for (the agent reports them). */
+__u64 sock_events_lost = 0;
+
+/* Keeps the event type in the skeleton's BTF-derived types. */
+struct nd_sock_close nd_sock_close_type = {};
+
+static __always_inline void fill_key(const struct sock *sk, struct nd_sock_key *key)
+{
+	const struct inet_sock *inet = (const struct inet_sock *)sk;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	key->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	/* inet_sport, not skc_num: closing unhashes the socket and zeroes skc_num before the
+	 * TCP_CLOSE state change is traced. */
+	key->sport = bpf_ntohs(BPF_CORE_READ(inet, inet_sport));
+	key->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == AF_INET) {
+		key->family = 4;
+		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+
+		__builtin_memcpy(key->saddr, &s, 4);
+		__builtin_memcpy(key->daddr, &d, 4);
+	} else {
+		key->family = 6;
+		BPF_CORE_READ_INTO(&key->saddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&key->daddr, sk, __sk_common.skc_v6_daddr);
+	}
+}
+
+static __always_inline __u32 egress_ifindex(const struct sock *sk)
+{
+	struct dst_entry *dst = BPF_CORE_READ(sk, sk_dst_cache);
+
+	if (dst) {
+		__u32 ifindex = BPF_CORE_READ(dst, dev, ifindex);
+
+		if (ifindex)
+			return ifindex;
+	}
+	return BPF_CORE_READ(sk, __sk_common.skc_bound_dev_if);
+}
+
+static __always_inline void fill_info(struct tcp_sock *tp, struct nd_sock_info *info)
+{
+	const struct sock *sk = (const struct sock *)tp;
+	const struct inet_connection_sock *icsk = &tp->inet_conn;
+
+	fill_key(sk, &info->key);
+	info->cookie = bpf_get_socket_cookie((void *)sk);
+	info->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	info->ifindex = egress_ifindex(sk);
+	info->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
+	info->bytes_received = BPF_CORE_READ(tp, bytes_received);
+	info->bytes_sent = BPF_CORE_READ(tp, bytes_sent);
+	info->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
+	/* tcp_info conventions: srtt is kept << 3, mdev << 2. */
+	info->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
+	info->rttvar_us = BPF_CORE_READ(tp, mdev_us) >> 2;
+	info->min_rtt_us = BPF_CORE_READ(tp, rtt_min.s[0].v);
+	info->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	info->snd_ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	info->total_retrans = BPF_CORE_READ(tp, total_retrans);
+	info->lost_out = BPF_CORE_READ(tp, lost_out);
+	info->retrans_out = BPF_CORE_READ(tp, retrans_out);
+	info->segs_out = BPF_CORE_READ(tp, segs_out);
+	info->data_segs_out = BPF_CORE_READ(tp, data_segs_out);
+	info->mss_cache = BPF_CORE_READ(tp, mss_cache);
+	info->reordering = BPF_CORE_READ(tp, reordering);
+	info->rate_delivered = BPF_CORE_READ(tp, rate_delivered);
+	info->rate_interval_us = BPF_CORE_READ(tp, rate_interval_us);
+	info->pmtu = BPF_CORE_READ(icsk, icsk_pmtu_cookie);
+	info->mtu_probe_low = BPF_CORE_READ(icsk, icsk_mtup.search_low);
+	info->mtu_probe_high = BPF_CORE_READ(icsk, icsk_mtup.search_high);
+	info->mtu_probing = BPF_CORE_READ_BITFIELD_PROBED(&icsk->icsk_mtup, enabled);
+	info->ca_state = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+	BPF_CORE_READ_STR_INTO(&info->cc, icsk, icsk_ca_ops, name);
+}
+
+SEC("iter/tcp")
+int nd_iter_tcp(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+
+	if (!skc)
+		return 0;
+	/* Request and time-wait sockets have no tcp_sock: skipped. */
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
+
+	if (!tp)
+		return 0;
+	struct nd_sock_info info = {};
+
+	fill_info(tp, &info);
+	bpf_seq_write(ctx->meta->seq, &info, sizeof(info));
+	return 0;
+}
+
+/* Only the first two arguments: the third (err) appeared in Linux 6.x and declaring it
+ * would make the program fail to load on older kernels. */
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+
+	if (!tp)
+		return 0;
+	struct nd_sock_key key = {};
+
+	fill_key(sk, &key);
+	struct nd_retrans_stats *st = bpf_map_lookup_elem(&retrans, &key);
+
+	if (!st) {
+		struct nd_retrans_stats init = {};
+
+		bpf_map_update_elem(&retrans, &key, &init, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&retrans, &key);
+		if (!st)
+			return 0;
+	}
+	/* A write-queue skb holds payload only: its length is the data being resent. */
+	__u32 len = BPF_CORE_READ(skb, len);
+	__u32 mss = BPF_CORE_READ(tp, mss_cache);
+	__u32 full = mss ? len / mss : 0;
+	__u32 tail = mss ? len - full * mss : len;
+
+	__sync_fetch_and_add(&st->events, 1);
+	__sync_fetch_and_add(&st->segs, full + (tail ? 1 : 0));
+	__sync_fetch_and_add(&st->bytes, len);
+	__sync_fetch_and_add(&st->full_segs, full);
+	if (tail)
+		__sync_fetch_and_add(&st->small_segs, 1);
+	st->last_ns = bpf_ktime_get_ns();
+	st->ifindex = egress_ifindex(sk);
+	st->mss = mss;
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(nd_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	__u64 cookie = bpf_get_socket_cookie((void *)sk);
+
+	if (newstate == TCP_SYN_SENT || (newstate == TCP_ESTABLISHED && oldstate != TCP_SYN_SENT)) {
+		__u64 now = bpf_ktime_get_ns();
+
+		bpf_map_update_elem(&born, &cookie, &now, BPF_NOEXIST);
+		return 0;
+	}
+	if (newstate != TCP_CLOSE)
+		return 0;
+
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+	__u64 *birth = bpf_map_lookup_elem(&born, &cookie);
+
+	if (!tp || (!birth && oldstate != TCP_ESTABLISHED && oldstate < 4))
+		goto out; /* a connection attempt that never got anywhere and we never saw start */
+	struct nd_sock_close *ev = bpf_ringbuf_reserve(&sock_events, sizeof(*ev), 0);
+
+	if (!ev) {
+		__sync_fetch_and_add(&sock_events_lost, 1);
+		goto out;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	fill_info(tp, &ev->info);
+	ev->duration_ns = birth ? bpf_ktime_get_ns() - *birth : 0;
+	ev->old_state = oldstate;
+	bpf_ringbuf_submit(ev, 0);
+out:
+	bpf_map_delete_elem(&born, &cookie);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

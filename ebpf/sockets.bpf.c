@@ -141,11 +141,19 @@ int nd_iter_tcp(struct bpf_iter__tcp *ctx)
 	return 0;
 }
 
-/* Only the first two arguments: the third (err) appeared in Linux 6.x and declaring it
- * would make the program fail to load on older kernels. */
+/* Set by the agent from BTF: this kernel's tcp_retransmit_skb passes a third argument,
+ * `err`. The tracepoint then also fires for attempts that failed (e.g. -EBUSY while the
+ * previous copy still sits in a qdisc), which never reached the wire. */
+const volatile bool retransmit_has_err = false;
+
+/* Only the first two arguments are declared: a kernel without `err` would refuse a
+ * program that declares it. ctx[2] is read only when the agent found it in BTF (the
+ * verifier prunes the branch otherwise). */
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb)
 {
+	if (retransmit_has_err && (int)ctx[2] != 0)
+		return 0;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
 
 	if (!tp)

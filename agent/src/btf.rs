@@ -22,6 +22,16 @@ pub fn has_iterator(btf: &Btf<'_>, name: &str) -> bool {
     has_type(btf, &format!("bpf_iter__{name}"))
 }
 
+/// Number of arguments of BTF tracepoint `name` (without the leading context pointer),
+/// e.g. to know whether this kernel's tcp_retransmit_skb passes `err`.
+pub fn tracepoint_args(btf: &Btf<'_>, name: &str) -> Option<usize> {
+    use libbpf_rs::btf::types::FuncProto;
+    let typedef = btf.type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{name}"))?;
+    let proto = typedef.next_type()?.next_type()?;
+    let proto = FuncProto::try_from(proto).ok()?;
+    Some(proto.len().saturating_sub(1))
+}
+
 fn has_type(btf: &Btf<'_>, name: &str) -> bool {
     btf.type_by_name::<libbpf_rs::btf::BtfType<'_>>(name)
         .is_some()

@@ -76,6 +76,10 @@ impl<'obj> SocketProbes<'obj> {
             retransmits: btf::has_tracepoint(&kernel, "tcp_retransmit_skb"),
             lifecycle: btf::has_tracepoint(&kernel, "inet_sock_set_state"),
         };
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.retransmit_has_err =
+                btf::tracepoint_args(&kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3;
+        }
         open.progs.nd_iter_tcp.set_autoload(signals.snapshots);
         open.progs
             .nd_tcp_retransmit

@@ -14,8 +14,11 @@ pub struct SocketRow {
     /// Latest figures (at the window's end, or at close).
     #[serde(flatten)]
     pub socket: Socket,
-    /// Closed during the window.
+    /// Closed during the window (`state` is then "close").
     pub closed: bool,
+    /// For closed connections, the state they closed from (e.g. "last-ack").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_from: Option<&'static str>,
     /// Lifetime, for connections that closed and whose opening netdoctor saw.
     pub duration_ms: Option<u64>,
     /// Data segments sent during the window.
@@ -85,12 +88,16 @@ pub fn rows(
 
     let latest = end
         .iter()
-        .map(|s| (s, false, None))
-        .chain(closed.iter().map(|c| (&c.socket, true, c.duration_ms)))
+        .map(|s| (s, None, None))
+        .chain(
+            closed
+                .iter()
+                .map(|c| (&c.socket, Some(c.closed_from), c.duration_ms)),
+        )
         .filter(|(s, _, _)| s.state != "listen");
 
     let mut out: Vec<SocketRow> = latest
-        .map(|(s, was_closed, duration_ms)| {
+        .map(|(s, closed_from, duration_ms)| {
             let b = before.get(&s.cookie);
             let segs = u64::from(
                 s.data_segs_out
@@ -114,9 +121,25 @@ pub fn rows(
                 }
                 None => (0, 0),
             };
+            let mut socket = s.clone();
+            // The kernel drops a socket's cached route at each retransmission timeout past
+            // the fifth, so a stalled connection (the one worth seeing) loses its egress
+            // device: fall back to where it was going before, or where it last
+            // retransmitted.
+            if socket.ifindex == 0 {
+                socket.ifindex = b
+                    .map(|b| b.ifindex)
+                    .filter(|i| *i != 0)
+                    .or_else(|| retrans_after.get(&key).map(|r| r.ifindex))
+                    .unwrap_or(0);
+            }
+            if closed_from.is_some() {
+                socket.state = "close";
+            }
             SocketRow {
-                socket: s.clone(),
-                closed: was_closed,
+                socket,
+                closed: closed_from.is_some(),
+                closed_from,
                 duration_ms,
                 data_segs_sent: segs,
                 retransmits: retrans,
@@ -235,6 +258,31 @@ mod tests {
         let agg = by_cc(&rows);
         assert_eq!(agg.len(), 2);
         assert_eq!(agg.iter().map(|a| a.sockets).sum::<usize>(), 2);
+    }
+
+    #[test]
+    fn a_stalled_connection_keeps_its_interface() {
+        let start = [sock(1, "cubic", 10, 1, 100)];
+        let mut stalled = sock(1, "cubic", 10, 9, 100);
+        stalled.ifindex = 0; // route cache reset by the retransmission timer
+        let rows = rows(&start, &[stalled], &[], &[], &[], 1.0);
+        assert_eq!(rows[0].socket.ifindex, 3);
+
+        let mut unseen = sock(2, "cubic", 10, 9, 100);
+        unseen.ifindex = 0;
+        let retrans = [RetransStats {
+            local: unseen.local,
+            remote: unseen.remote,
+            events: 9,
+            segments: 9,
+            bytes: 9 * 1448,
+            full_segments: 9,
+            small_segments: 0,
+            ifindex: 5,
+            mss: 1448,
+        }];
+        let rows = super::rows(&[], &[unseen], &[], &[], &retrans, 1.0);
+        assert_eq!(rows[0].socket.ifindex, 5);
     }
 
     #[test]

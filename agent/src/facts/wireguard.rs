@@ -1,0 +1,163 @@
+//! WireGuard peers from the userspace implementation's UAPI socket
+//! (`/var/run/wireguard/NAME.sock`, the cross-platform configuration protocol that
+//! wireguard-go, boringtun and others serve): `get=1`, answered with `key=value` lines.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Serialize;
+
+use crate::iface::WIREGUARD_UAPI_DIR;
+
+/// One configured peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Peer {
+    /// Public key, base64 as `wg` prints it.
+    pub public_key: String,
+    /// Current endpoint, if known.
+    pub endpoint: Option<SocketAddr>,
+    /// Allowed IPs as `address/prefix`.
+    pub allowed_ips: Vec<String>,
+    /// Seconds since the UNIX epoch of the last handshake; 0 = never.
+    pub last_handshake_unix: u64,
+    /// Bytes received from the peer (inner).
+    pub rx_bytes: u64,
+    /// Bytes sent to the peer (inner).
+    pub tx_bytes: u64,
+    /// Keepalive interval in seconds; 0 = off.
+    pub persistent_keepalive: u32,
+}
+
+/// A WireGuard device's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Device {
+    /// UDP listen port.
+    pub listen_port: u16,
+    /// fwmark on outer packets (0 = none).
+    pub fwmark: u32,
+    /// Peers.
+    pub peers: Vec<Peer>,
+}
+
+/// Asks the UAPI socket of interface `name`; `Ok(None)` when there is no such socket.
+pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
+    let path = Path::new(WIREGUARD_UAPI_DIR).join(format!("{name}.sock"));
+    if !path.exists() {
+        return Ok(None);
+    }
+    let mut stream = UnixStream::connect(&path)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"get=1\n\n")?;
+    let mut lines = Vec::new();
+    for line in BufReader::new(stream).lines() {
+        let line = line?;
+        if line.is_empty() {
+            break;
+        }
+        lines.push(line);
+    }
+    parse(&lines).map(Some)
+}
+
+fn hex_to_base64(hex: &str) -> String {
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Parses a `get=1` answer.
+pub fn parse(lines: &[String]) -> std::io::Result<Device> {
+    let mut dev = Device::default();
+    for line in lines {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let peer = dev.peers.last_mut();
+        match (key, peer) {
+            ("errno", _) if value != "0" => {
+                return Err(std::io::Error::other(format!(
+                    "UAPI get failed with errno {value}"
+                )));
+            }
+            ("listen_port", _) => dev.listen_port = value.parse().unwrap_or(0),
+            ("fwmark", _) => dev.fwmark = value.parse().unwrap_or(0),
+            ("public_key", _) => dev.peers.push(Peer {
+                public_key: hex_to_base64(value),
+                ..Peer::default()
+            }),
+            ("endpoint", Some(p)) => p.endpoint = value.parse().ok(),
+            ("allowed_ip", Some(p)) => p.allowed_ips.push(value.to_owned()),
+            ("last_handshake_time_sec", Some(p)) => {
+                p.last_handshake_unix = value.parse().unwrap_or(0)
+            }
+            ("rx_bytes", Some(p)) => p.rx_bytes = value.parse().unwrap_or(0),
+            ("tx_bytes", Some(p)) => p.tx_bytes = value.parse().unwrap_or(0),
+            ("persistent_keepalive_interval", Some(p)) => {
+                p.persistent_keepalive = value.parse().unwrap_or(0)
+            }
+            _ => {}
+        }
+    }
+    Ok(dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_get_answer() {
+        let text = "private_key=e84b5a6d2717c1003a13b431570353dbaca9146cf150c5f8575680feba52027a\n\
+                    listen_port=51820\n\
+                    public_key=b85996fecc9c7f1fc6d2572a76eda11d59bcd20be8e543b15ce4bd85a8e75a33\n\
+                    endpoint=[abcd:23::33%2]:51820\n\
+                    last_handshake_time_sec=1700000000\n\
+                    last_handshake_time_nsec=0\n\
+                    tx_bytes=38333\n\
+                    rx_bytes=2224\n\
+                    persistent_keepalive_interval=25\n\
+                    allowed_ip=10.250.0.2/32\n\
+                    allowed_ip=fd00::/64\n\
+                    public_key=58402e695ba1772b1cc9309755f043251ea77fdcf10fbe63989ceb7e19321376\n\
+                    endpoint=182.122.22.19:3233\n\
+                    errno=0";
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        let dev = parse(&lines).expect("parses");
+        assert_eq!(dev.listen_port, 51820);
+        assert_eq!(dev.peers.len(), 2);
+        let p = &dev.peers[0];
+        assert_eq!(p.public_key, "uFmW/sycfx/G0lcqdu2hHVm80gvo5UOxXOS9hajnWjM=");
+        assert_eq!(
+            p.endpoint,
+            Some(
+                "[abcd:23::33%2]:51820"
+                    .parse()
+                    .expect("scoped IPv6 endpoint")
+            )
+        );
+        assert_eq!(p.allowed_ips, vec!["10.250.0.2/32", "fd00::/64"]);
+        assert_eq!(
+            (
+                p.last_handshake_unix,
+                p.tx_bytes,
+                p.rx_bytes,
+                p.persistent_keepalive
+            ),
+            (1_700_000_000, 38333, 2224, 25)
+        );
+        assert_eq!(
+            dev.peers[1].endpoint,
+            Some("182.122.22.19:3233".parse().expect("addr"))
+        );
+    }
+
+    #[test]
+    fn reports_uapi_errors() {
+        assert!(parse(&["errno=13".to_owned()]).is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! Encapsulation overhead: bytes a tunnel adds above the inner IP packet, per tunnel type
+//! and underlay address family, and the tunnel MTU that follows from a path MTU.
+//!
+//! Every number cites its source. These are the *expected* overheads; the data plane
+//! measures the real one (outer bytes on the underlay vs inner bytes on the tunnel).
+
+use serde::Serialize;
+
+/// Underlay address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// IPv4 outer header (20 bytes).
+    V4,
+    /// IPv6 outer header (40 bytes).
+    V6,
+}
+
+impl Family {
+    /// Outer IP header plus UDP header: 20 + 8 or 40 + 8 (RFC 791, RFC 8200, RFC 768).
+    fn ip_udp(self) -> u32 {
+        match self {
+            Family::V4 => 28,
+            Family::V6 => 48,
+        }
+    }
+}
+
+/// Tunnel types netdoctor knows the overhead of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TunnelType {
+    /// WireGuard (kernel or userspace).
+    Wireguard,
+    /// VXLAN: carries inner Ethernet frames.
+    Vxlan,
+    /// GENEVE with `options` bytes of TLV options (multiples of 4).
+    Geneve {
+        /// Option bytes.
+        options: u32,
+    },
+    /// IP-in-IP (ipip / sit).
+    IpIp,
+    /// fastd; `tap` when the interface carries Ethernet frames.
+    Fastd {
+        /// TAP (layer 2) mode.
+        tap: bool,
+    },
+    /// tinc 1.1 SPTPS; `switch` mode carries Ethernet frames.
+    TincSptps {
+        /// Switch (layer 2) mode.
+        switch: bool,
+    },
+}
+
+/// Bytes added above the inner IP packet.
+pub fn overhead(tunnel: TunnelType, family: Family) -> u32 {
+    match tunnel {
+        // 32 = 4 type + 4 receiver index + 8 counter + 16 Poly1305 tag
+        // (wireguard-go device/noise-protocol.go MessageTransportHeaderSize + poly1305.TagSize).
+        // Over IPv4 60, over IPv6 80; wg-quick's set_mtu_up subtracts 80 whatever the family.
+        TunnelType::Wireguard => family.ip_udp() + 32,
+        // 8 VXLAN header + 14 inner Ethernet (Linux include/net/vxlan.h VXLAN_HEADROOM = 50,
+        // VXLAN6_HEADROOM = 70).
+        TunnelType::Vxlan => family.ip_udp() + 8 + 14,
+        // 8 GENEVE base header + options + 14 inner Ethernet (Linux drivers/net/geneve.c,
+        // GENEVE_IPV4_HLEN + GENEVE_BASE_HLEN + ETH_HLEN).
+        TunnelType::Geneve { options } => family.ip_udp() + 8 + options + 14,
+        // One outer IP header, no UDP (RFC 2003; Calico's 1480 on a 1500 underlay).
+        TunnelType::IpIp => match family {
+            Family::V4 => 20,
+            Family::V6 => 40,
+        },
+        // 24 bytes of method overhead for every crypto method (fastd manual, "MTU
+        // configuration": 1 packet type + 16 tag + 7 nonce/flags), +14 in TAP mode.
+        TunnelType::Fastd { tap } => family.ip_udp() + 24 + if tap { 14 } else { 0 },
+        // 21 + 12 bytes of SPTPS datagram framing (tinc 1.1 src/sptps.h; 61 in all over IPv4
+        // UDP, as summarised in shared/notes/tunnel-overheads.md), +14 in switch mode.
+        TunnelType::TincSptps { switch } => family.ip_udp() + 33 + if switch { 14 } else { 0 },
+    }
+}
+
+/// Largest tunnel MTU whose packets fit a path MTU of `path_mtu` once encapsulated.
+pub fn max_tunnel_mtu(tunnel: TunnelType, family: Family, path_mtu: u32) -> u32 {
+    path_mtu.saturating_sub(overhead(tunnel, family))
+}
+
+/// WireGuard pads the inner packet to a multiple of 16, capped at the interface MTU
+/// (wireguard-go device/send.go calculatePaddingSize). So for an inner packet of `len`
+/// bytes on an interface with MTU `mtu`, the encrypted payload is this long.
+pub fn wireguard_padded_len(len: u32, mtu: u32) -> u32 {
+    let padded = len.div_ceil(16) * 16;
+    if padded > mtu {
+        len.max(mtu)
+    } else {
+        padded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_matches_the_documented_figures() {
+        // shared/notes/tunnel-overheads.md and the sources cited above.
+        assert_eq!(overhead(TunnelType::Wireguard, Family::V4), 60);
+        assert_eq!(overhead(TunnelType::Wireguard, Family::V6), 80);
+        assert_eq!(overhead(TunnelType::Vxlan, Family::V4), 50);
+        assert_eq!(overhead(TunnelType::Vxlan, Family::V6), 70);
+        assert_eq!(overhead(TunnelType::Geneve { options: 0 }, Family::V4), 50);
+        assert_eq!(overhead(TunnelType::Geneve { options: 8 }, Family::V6), 78);
+        assert_eq!(overhead(TunnelType::IpIp, Family::V4), 20);
+        assert_eq!(overhead(TunnelType::Fastd { tap: false }, Family::V4), 52);
+        assert_eq!(overhead(TunnelType::Fastd { tap: true }, Family::V4), 66);
+        assert_eq!(overhead(TunnelType::Fastd { tap: true }, Family::V6), 86);
+        assert_eq!(
+            overhead(TunnelType::TincSptps { switch: false }, Family::V4),
+            61
+        );
+    }
+
+    #[test]
+    fn tunnel_mtus_for_common_underlays() {
+        let wg = |fam, pmtu| max_tunnel_mtu(TunnelType::Wireguard, fam, pmtu);
+        assert_eq!(wg(Family::V4, 1500), 1440);
+        assert_eq!(wg(Family::V6, 1500), 1420);
+        assert_eq!(wg(Family::V4, 1492), 1432);
+        assert_eq!(wg(Family::V4, 9000), 8940);
+        assert_eq!(max_tunnel_mtu(TunnelType::Vxlan, Family::V4, 1500), 1450);
+        assert_eq!(
+            max_tunnel_mtu(TunnelType::Fastd { tap: true }, Family::V4, 1500),
+            1434
+        );
+        assert_eq!(max_tunnel_mtu(TunnelType::Wireguard, Family::V4, 40), 0);
+    }
+
+    #[test]
+    fn wireguard_padding_is_capped_at_the_mtu() {
+        assert_eq!(wireguard_padded_len(1, 1420), 16);
+        assert_eq!(wireguard_padded_len(1400, 1420), 1408);
+        assert_eq!(wireguard_padded_len(1419, 1420), 1420); // 1424 would exceed the MTU
+        assert_eq!(wireguard_padded_len(1420, 1420), 1420);
+    }
+}

@@ -1,0 +1,122 @@
+//! Evaluating rules against a facts document.
+
+use std::collections::BTreeMap;
+
+use cel::{Context, Value};
+
+use super::rule::{Rule, RuleSet};
+use super::template::display;
+use crate::findings::Finding;
+
+/// Findings of every rule whose condition holds for `facts` (a JSON object whose keys
+/// are the variables rules read). A rule that fails to evaluate is logged and skipped:
+/// one broken user rule must not hide the others' findings.
+pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for rule in rules.rules() {
+        match evaluate_rule(rule, facts) {
+            Ok(mut f) => findings.append(&mut f),
+            Err(e) => {
+                tracing::warn!(rule = %rule.id, origin = %rule.origin, "rule failed to evaluate: {e}")
+            }
+        }
+    }
+    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
+    findings
+}
+
+pub(super) fn evaluate_rule(
+    rule: &Rule,
+    facts: &serde_json::Value,
+) -> Result<Vec<Finding>, String> {
+    let mut ctx = Context::default();
+    if let Some(obj) = facts.as_object() {
+        for (name, value) in obj {
+            ctx.add_variable(name.clone(), to_cel(value)?)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let Some((var, list)) = rule.scope.item() else {
+        return Ok(check(rule, &ctx)?.into_iter().collect());
+    };
+    let items = facts
+        .get(list)
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for item in &items {
+        let mut inner = ctx.new_inner_scope();
+        inner
+            .add_variable(var, to_cel(item)?)
+            .map_err(|e| e.to_string())?;
+        out.extend(check(rule, &inner)?);
+    }
+    Ok(out)
+}
+
+/// Facts as CEL values. Integers become CEL `int` (not `uint`), so rule authors can write
+/// `iface.mtu - 80` without type errors; the facts never exceed i64.
+pub(super) fn to_cel(value: &serde_json::Value) -> Result<Value, String> {
+    use serde_json::Value as J;
+    Ok(match value {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(f)) => Value::Float(f),
+            (None, None) => return Err(format!("number {n} does not fit a CEL value")),
+        },
+        J::String(s) => Value::String(s.clone().into()),
+        J::Array(items) => Value::List(
+            items
+                .iter()
+                .map(to_cel)
+                .collect::<Result<Vec<_>, _>>()?
+                .into(),
+        ),
+        J::Object(map) => {
+            let entries = map
+                .iter()
+                .map(|(k, v)| to_cel(v).map(|v| (k.clone(), v)))
+                .collect::<Result<std::collections::HashMap<String, Value>, String>>()?;
+            Value::Map(entries.into())
+        }
+    })
+}
+
+fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> {
+    let holds = match rule
+        .condition
+        .execute(ctx)
+        .map_err(|e| format!("condition: {e}"))?
+    {
+        Value::Bool(b) => b,
+        other => {
+            return Err(format!(
+                "condition must be true or false, got {}",
+                display(&other)
+            ))
+        }
+    };
+    if !holds {
+        return Ok(None);
+    }
+    let mut evidence = BTreeMap::new();
+    for (name, program) in &rule.evidence {
+        let value = program
+            .execute(ctx)
+            .map_err(|e| format!("evidence.{name}: {e}"))?;
+        let json = value.json().map_err(|e| format!("evidence.{name}: {e}"))?;
+        evidence.insert(name.clone(), json);
+    }
+    Ok(Some(Finding {
+        id: rule.id.clone(),
+        severity: rule.severity,
+        summary: rule.summary.render(ctx)?,
+        evidence,
+        fix: rule.fix.render(ctx)?,
+        reference: rule.reference.clone(),
+        subject: rule.subject.as_ref().map(|s| s.render(ctx)).transpose()?,
+    }))
+}

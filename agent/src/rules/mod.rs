@@ -1,0 +1,13 @@
+//! Diagnostic rules as data.
+//!
+//! A rule is a TOML file (see `rules/README.md` in the repository): an id, a severity, a
+//! scope, a CEL condition over the facts, and summary/fix templates whose `{{ expr }}`
+//! parts are CEL expressions too. Built-in rules are embedded in the binary; users add
+//! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
+
+mod engine;
+mod rule;
+mod template;
+
+pub use engine::evaluate;
+pub use rule::{Rule, RuleError, RuleSet, Scope};

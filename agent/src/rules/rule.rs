@@ -1,0 +1,296 @@
+//! Rule files: parsing, compiling and validating.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cel::Program;
+use serde::{Deserialize, Serialize};
+
+use super::template::Template;
+use crate::findings::Severity;
+
+/// What a rule is evaluated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Once per diagnosis, about the interface.
+    Interface,
+    /// Once per tunnel peer (`peer` is bound to each of `peers`).
+    Tunnel,
+    /// Once per connection or flow (`flow` is bound to each of `flows`).
+    Flow,
+    /// Once per diagnosis, about host-wide settings.
+    Host,
+}
+
+impl Scope {
+    /// The variable bound per item, and the facts list it comes from.
+    pub fn item(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Scope::Tunnel => Some(("peer", "peers")),
+            Scope::Flow => Some(("flow", "flows")),
+            Scope::Interface | Scope::Host => None,
+        }
+    }
+}
+
+/// A rule file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    id: String,
+    severity: Severity,
+    scope: Scope,
+    /// Why the rule exists, for `rules list` and readers.
+    description: Option<String>,
+    condition: String,
+    summary: String,
+    fix: String,
+    /// Name → CEL expression: the numbers shown as evidence.
+    #[serde(default)]
+    evidence: BTreeMap<String, String>,
+    /// Names the item a per-item finding is about (template).
+    subject: Option<String>,
+    reference: Option<String>,
+}
+
+/// A compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Stable finding id.
+    pub id: String,
+    /// Severity of its findings.
+    pub severity: Severity,
+    /// What it is evaluated for.
+    pub scope: Scope,
+    /// Why it exists.
+    pub description: String,
+    /// The condition's source text.
+    pub condition_source: String,
+    pub(super) condition: Program,
+    pub(super) summary: Template,
+    pub(super) fix: Template,
+    pub(super) evidence: Vec<(String, Program)>,
+    pub(super) subject: Option<Template>,
+    /// Where to read more.
+    pub reference: Option<String>,
+    /// The file it came from (`builtin:NAME` for embedded rules).
+    pub origin: String,
+}
+
+/// A rule that could not be loaded, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {message}")]
+pub struct RuleError {
+    /// The file.
+    pub origin: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Rule {
+    /// Parses and compiles one rule file's text.
+    pub fn parse(origin: &str, text: &str) -> Result<Rule, RuleError> {
+        let err = |message: String| RuleError {
+            origin: origin.to_owned(),
+            message,
+        };
+        let file: RuleFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        if file.id.is_empty()
+            || !file
+                .id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_')
+        {
+            return Err(err(format!(
+                "id {:?} must be non-empty lowercase letters, digits, '.' and '_'",
+                file.id
+            )));
+        }
+        let compile =
+            |what: &str, src: &str| Program::compile(src).map_err(|e| err(format!("{what}: {e}")));
+        let condition = compile("condition", &file.condition)?;
+        let evidence = file
+            .evidence
+            .iter()
+            .map(|(name, src)| compile(&format!("evidence.{name}"), src).map(|p| (name.clone(), p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let template =
+            |what: &str, src: &str| Template::compile(src).map_err(|e| err(format!("{what}: {e}")));
+        Ok(Rule {
+            summary: template("summary", &file.summary)?,
+            fix: template("fix", &file.fix)?,
+            subject: file
+                .subject
+                .as_deref()
+                .map(|s| template("subject", s))
+                .transpose()?,
+            id: file.id,
+            severity: file.severity,
+            scope: file.scope,
+            description: file.description.unwrap_or_default(),
+            condition_source: file.condition,
+            condition,
+            evidence,
+            reference: file.reference,
+            origin: origin.to_owned(),
+        })
+    }
+
+    /// Every variable the rule reads (condition, evidence, templates).
+    pub fn variables(&self) -> Vec<String> {
+        let mut vars: Vec<String> = self
+            .condition
+            .references()
+            .variables()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for (_, p) in &self.evidence {
+            vars.extend(p.references().variables().into_iter().map(str::to_owned));
+        }
+        vars.extend(self.summary.variables());
+        vars.extend(self.fix.variables());
+        if let Some(s) = &self.subject {
+            vars.extend(s.variables());
+        }
+        vars.sort();
+        vars.dedup();
+        vars
+    }
+}
+
+/// Built-in rules, embedded from the repository's `rules/` directory at build time.
+const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
+
+/// A set of rules with unique ids.
+#[derive(Debug, Default)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+}
+
+impl RuleSet {
+    /// The built-in rules.
+    pub fn builtin() -> Result<Self, Vec<RuleError>> {
+        Self::from_sources(
+            BUILTIN
+                .iter()
+                .map(|(name, text)| (format!("builtin:{name}"), (*text).to_owned())),
+        )
+    }
+
+    /// The built-in rules plus every `*.toml` in `dir`; a user rule with a built-in's id
+    /// replaces it.
+    pub fn with_user_dir(dir: &Path) -> Result<Self, Vec<RuleError>> {
+        let mut set = Self::builtin()?;
+        let user = Self::load_dir(dir)?;
+        for rule in user.rules {
+            set.rules.retain(|r| r.id != rule.id);
+            set.rules.push(rule);
+        }
+        Ok(set)
+    }
+
+    /// Every `*.toml` in `dir` (not recursive), all errors at once.
+    pub fn load_dir(dir: &Path) -> Result<Self, Vec<RuleError>> {
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            vec![RuleError {
+                origin: dir.display().to_string(),
+                message: format!("cannot read rules directory: {e}"),
+            }]
+        })?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        paths.sort();
+        let mut sources = Vec::new();
+        let mut errors = Vec::new();
+        for p in paths {
+            match std::fs::read_to_string(&p) {
+                Ok(text) => sources.push((p.display().to_string(), text)),
+                Err(e) => errors.push(RuleError {
+                    origin: p.display().to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        let set = Self::from_sources(sources);
+        match (set, errors.is_empty()) {
+            (Ok(set), true) => Ok(set),
+            (Ok(_), false) => Err(errors),
+            (Err(mut e), _) => {
+                e.extend(errors);
+                Err(e)
+            }
+        }
+    }
+
+    fn from_sources(
+        sources: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, Vec<RuleError>> {
+        let mut rules: Vec<Rule> = Vec::new();
+        let mut errors = Vec::new();
+        for (origin, text) in sources {
+            match Rule::parse(&origin, &text) {
+                Ok(rule) => {
+                    if let Some(first) = rules.iter().find(|r| r.id == rule.id) {
+                        errors.push(RuleError {
+                            origin,
+                            message: format!(
+                                "duplicate id {:?} (also in {})",
+                                rule.id, first.origin
+                            ),
+                        });
+                    } else {
+                        rules.push(rule);
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(RuleSet { rules })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The rules, in load order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Checks that every rule reads only known facts and evaluates without error against
+    /// `sample`, a facts document with every field present (names unknown to it are
+    /// reported as unknown facts).
+    pub fn check(&self, sample: &serde_json::Value) -> Vec<RuleError> {
+        let roots: Vec<&str> = sample
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut errors = Vec::new();
+        for rule in &self.rules {
+            let item = rule.scope.item().map(|(var, _)| var);
+            for var in rule.variables() {
+                if !roots.contains(&var.as_str()) && Some(var.as_str()) != item {
+                    errors.push(RuleError {
+                        origin: rule.origin.clone(),
+                        message: format!(
+                            "unknown fact {var:?} (known: {}{})",
+                            roots.join(", "),
+                            item.map(|i| format!(", {i}")).unwrap_or_default()
+                        ),
+                    });
+                }
+            }
+            if let Err(message) = super::engine::evaluate_rule(rule, sample).map(|_| ()) {
+                errors.push(RuleError {
+                    origin: rule.origin.clone(),
+                    message,
+                });
+            }
+        }
+        errors
+    }
+}

@@ -2,11 +2,17 @@
 /*
  * The packet data plane: per-interface and per-flow accounting on any interface.
  *
- * One accounting routine serves three hooks: XDP (ingress on NICs with native XDP), tc
- * ingress (software devices, where XDP would copy every GSO super-packet) and tc egress.
- * Whatever arrives, every program lets it through untouched: XDP_PASS, and TCX_NEXT on tc
- * so programs attached after ours (Cilium, firewalls) still decide. Unparseable packets are
- * counted as truncated, never dropped.
+ * One accounting routine serves three hooks: tc ingress and egress (the default) and XDP
+ * ingress (opt-in). Whatever arrives, every program lets it through untouched: XDP_PASS,
+ * and TCX_NEXT on tc so programs attached after ours (Cilium, firewalls) still decide.
+ * Unparseable packets are counted as truncated, never dropped.
+ *
+ * The work is split into global functions (network layer, transport layer, flow record).
+ * The verifier checks each global function once, on its own, instead of once per path
+ * through everything before it: VLAN stacks x IPv4 options x IPv6 extension headers x
+ * TCP options would otherwise multiply past its one-million-instruction limit. Stages
+ * hand each other plain scalars (offsets, addresses) in small structs; each re-derives
+ * packet pointers from its own context with a bounds check.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
@@ -55,16 +61,59 @@ struct {
 	__type(value, struct nd_ptb_stats);
 } ptb_events SEC(".maps");
 
-/* One packet as both hooks see it. */
-struct nd_pkt {
-	void *data;     /* linear part */
-	void *data_end;
+/* What a hook knows about a packet before parsing it. */
+struct nd_meta {
 	__u32 len;      /* whole frame, fragments included */
 	__u32 ifindex;
 	__u32 gso_segs; /* >= 1 */
 	__u32 gso_size; /* transport payload per segment, 0 when not GSO */
-	__u8 dir;
+	__u32 dir;      /* enum nd_dir */
+	__u32 link;     /* enum nd_link */
 };
+
+enum nd_status {
+	ND_OK = 0,
+	ND_NON_IP = 1,
+	ND_TRUNCATED = 2,
+};
+
+/* Network-layer facts: scalars only, so they can cross global-function calls. */
+struct nd_l3 {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u32 l4_off;   /* transport header, from the start of the packet */
+	__u32 ip_len;   /* IP length to account (header field or frame, see l3_parse) */
+	__u16 hdr_len;  /* network header length including IPv6 extension headers */
+	__u8 family;
+	__u8 proto;
+	__u8 frag;      /* enum nd_frag */
+	__u8 df;
+	__u8 status;    /* enum nd_status */
+	__u8 pad;
+};
+
+/* Transport-layer facts the counters and the flow record need. */
+struct nd_l4 {
+	__u32 seq;
+	__u32 payload;  /* transport payload bytes of the whole (super-)packet */
+	__u16 sport;
+	__u16 dport;
+	__u16 hdr_len;  /* transport header length (what precedes the payload) */
+	__u16 syn_mss;
+	__u8 tcp_flags;
+	__u8 encap;
+	__u8 is_tcp;
+	__u8 truncated;
+	__u8 icmp_frag_needed;
+	__u8 icmp6_too_big;
+	__s8 wg_msg;
+	__u8 pad;
+};
+
+/* Transport headers start at most this far into a packet we parse (6 IPv6 extension
+ * headers can be long); farther ones are counted as truncated. Bounding the offset lets
+ * the verifier accept `data + offset`. */
+#define ND_MAX_L4_OFF 0x3fff
 
 static __always_inline __u32 size_bucket(__u32 len)
 {
@@ -74,6 +123,74 @@ static __always_inline __u32 size_bucket(__u32 len)
 			return i;
 	}
 	return ND_SIZE_BUCKETS - 1;
+}
+
+static __always_inline void l3_parse(void *data, void *data_end, const struct nd_meta *m,
+				     struct nd_l3 *out)
+{
+	struct cursor c = { data, data_end };
+	struct l3_info l3 = {};
+	int ret = -1;
+
+	if (m->link == ND_LINK_RAWIP) {
+		__u8 *first = c.pos;
+
+		if ((void *)(first + 1) > c.end) {
+			out->status = ND_TRUNCATED;
+			return;
+		}
+		if ((*first >> 4) == 4)
+			ret = parse_ipv4(&c, &l3);
+		else if ((*first >> 4) == 6)
+			ret = parse_ipv6(&c, &l3);
+		else {
+			out->status = ND_NON_IP;
+			return;
+		}
+	} else {
+		__be16 proto = 0;
+
+		if (parse_eth(&c, &proto) == 0) {
+			if (proto == bpf_htons(ETH_P_IP))
+				ret = parse_ipv4(&c, &l3);
+			else if (proto == bpf_htons(ETH_P_IPV6))
+				ret = parse_ipv6(&c, &l3);
+			else {
+				out->status = ND_NON_IP;
+				return;
+			}
+		}
+	}
+	if (ret < 0) {
+		out->status = ND_TRUNCATED;
+		return;
+	}
+
+	if (l3.family == 4) {
+		struct iphdr *ip = l3.hdr;
+
+		copy_addr(out->saddr, &ip->saddr, 4);
+		copy_addr(out->daddr, &ip->daddr, 4);
+	} else {
+		struct ipv6hdr *ip6 = l3.hdr;
+
+		copy_addr(out->saddr, &ip6->saddr, 16);
+		copy_addr(out->daddr, &ip6->daddr, 16);
+	}
+	/* Lengths from the headers' offsets and the frame size: the IP length field lies for
+	 * GSO super-packets above 64 KiB (BIG TCP writes 0) and Ethernet padding inflates the
+	 * frame size of tiny packets, so take the smaller of the two when both are sane. */
+	__u32 l3_off = l3.hdr - data;
+	__u32 frame_l3 = m->len > l3_off ? m->len - l3_off : 0;
+
+	out->ip_len = (l3.ip_len >= l3.hdr_len && l3.ip_len < frame_l3) ? l3.ip_len : frame_l3;
+	out->l4_off = c.pos - data;
+	out->hdr_len = l3.hdr_len;
+	out->family = l3.family;
+	out->proto = l3.proto;
+	out->frag = l3.frag;
+	out->df = l3.df;
+	out->status = ND_OK;
 }
 
 /* MSS option of a SYN; 0 when absent. MSS is conventionally the first option, so a short
@@ -107,18 +224,18 @@ static __always_inline __u16 tcp_syn_mss(struct tcphdr *th, void *end)
 
 /* Records an ICMP frag-needed / ICMPv6 packet-too-big: who sent it, the MTU it announces and
  * the flow it quotes. `quote` points at the quoted IP header. */
-static __always_inline void record_ptb(struct nd_pkt *p, struct l3_info *l3, void *quote,
-				       __u32 mtu)
+static __always_inline void record_ptb(const struct nd_meta *m, const struct nd_l3 *l3,
+				       void *quote, void *data_end, __u32 mtu)
 {
 	struct nd_ptb_key key = {};
-	struct cursor c = { quote, p->data_end };
+	struct cursor c = { quote, data_end };
 	struct l3_info inner = {};
 
-	key.ifindex = p->ifindex;
-	key.dir = p->dir;
+	key.ifindex = m->ifindex;
+	key.dir = m->dir;
 	key.family = l3->family;
+	__builtin_memcpy(key.from, l3->saddr, 16);
 	if (l3->family == 4) {
-		copy_addr(key.from, &((struct iphdr *)l3->hdr)->saddr, 4);
 		/* The quote may be cut anywhere; record what we have. */
 		if (parse_ipv4(&c, &inner) == 0) {
 			struct iphdr *ip = inner.hdr;
@@ -127,7 +244,6 @@ static __always_inline void record_ptb(struct nd_pkt *p, struct l3_info *l3, voi
 			copy_addr(key.inner_daddr, &ip->daddr, 4);
 		}
 	} else {
-		copy_addr(key.from, &((struct ipv6hdr *)l3->hdr)->saddr, 16);
 		struct ipv6hdr *ip6 = c.pos;
 
 		/* Quoted extension headers are not walked: ports stay 0 for such quotes. */
@@ -163,35 +279,31 @@ static __always_inline void record_ptb(struct nd_pkt *p, struct l3_info *l3, voi
 	st->last_ns = bpf_ktime_get_coarse_ns();
 }
 
-/* Transport-layer facts the flow record needs. */
-struct l4_info {
-	__u16 sport;
-	__u16 dport;
-	__u16 hdr_len;  /* transport header length (what precedes the payload) */
-	__u16 syn_mss;
-	__u32 seq;
-	__u32 payload;  /* transport payload bytes of the whole (super-)packet */
-	__u8 tcp_flags;
-	__u8 encap;
-	__s8 wg_msg;
-	__u8 is_tcp;
-};
-
-static __always_inline void parse_l4(struct nd_pkt *p, struct nd_dir_stats *ds,
-				     struct l3_info *l3, struct cursor *c, __u32 l4_len,
-				     struct l4_info *l4)
+static __always_inline void l4_parse(void *data, void *data_end, const struct nd_meta *m,
+				     const struct nd_l3 *l3, struct nd_l4 *l4)
 {
 	l4->wg_msg = -1;
 	if (l3->frag == ND_FRAG_LATER)
 		return; /* no transport header in this fragment */
+	__u32 off = l3->l4_off;
+
+	if (off > ND_MAX_L4_OFF) {
+		l4->truncated = 1;
+		return;
+	}
+	struct cursor c = { data + off, data_end };
+	__u32 l4_len = l3->ip_len > l3->hdr_len ? l3->ip_len - l3->hdr_len : 0;
 
 	if (l3->proto == IPPROTO_TCP) {
-		struct tcphdr *th = c->pos;
+		struct tcphdr *th = c.pos;
 
-		if ((void *)(th + 1) > c->end || th->doff < 5) {
-			ds->truncated++;
+		if ((void *)(th + 1) > c.end || th->doff < 5) {
+			l4->truncated = 1;
 			return;
 		}
+		/* Options cut off by the end of the packet: the fixed header is still usable. */
+		if ((void *)th + th->doff * 4 > c.end)
+			l4->truncated = 1;
 		l4->is_tcp = 1;
 		l4->sport = bpf_ntohs(th->source);
 		l4->dport = bpf_ntohs(th->dest);
@@ -200,12 +312,12 @@ static __always_inline void parse_l4(struct nd_pkt *p, struct nd_dir_stats *ds,
 		l4->tcp_flags = ((__u8 *)th)[13];
 		l4->payload = l4_len > l4->hdr_len ? l4_len - l4->hdr_len : 0;
 		if (l4->tcp_flags & TCP_FLAG_SYN)
-			l4->syn_mss = tcp_syn_mss(th, c->end);
+			l4->syn_mss = tcp_syn_mss(th, c.end);
 	} else if (l3->proto == IPPROTO_UDP) {
-		struct udphdr *uh = c->pos;
+		struct udphdr *uh = c.pos;
 
-		if ((void *)(uh + 1) > c->end) {
-			ds->truncated++;
+		if ((void *)(uh + 1) > c.end) {
+			l4->truncated = 1;
 			return;
 		}
 		l4->sport = bpf_ntohs(uh->source);
@@ -214,34 +326,35 @@ static __always_inline void parse_l4(struct nd_pkt *p, struct nd_dir_stats *ds,
 		l4->payload = l4_len > sizeof(*uh) ? l4_len - sizeof(*uh) : 0;
 		int wg;
 
-		l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), c->end,
+		l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), c.end,
 					 l4->payload, &wg);
 		l4->wg_msg = wg;
-	} else if (l3->proto == IPPROTO_ICMP || l3->proto == IPPROTO_ICMPV6) {
+	} else if ((l3->proto == IPPROTO_ICMP && l3->family == 4) ||
+		   (l3->proto == IPPROTO_ICMPV6 && l3->family == 6)) {
 		/* type, code, checksum, then 4 bytes of type-specific data. */
-		__u8 *ic = c->pos;
+		__u8 *ic = c.pos;
 
-		if ((void *)(ic + 8) > c->end) {
-			ds->truncated++;
+		if ((void *)(ic + 8) > c.end) {
+			l4->truncated = 1;
 			return;
 		}
 		__u8 type = ic[0], code = ic[1];
 
 		l4->sport = (__u16)type << 8 | code;
 		l4->hdr_len = 8;
-		if (l3->proto == IPPROTO_ICMP) {
+		if (l3->family == 4) {
 			if (type == 0 || type == 8) /* echo reply / request: identifier */
 				l4->dport = (__u16)ic[4] << 8 | ic[5];
 			if (type == 3 && code == 4) {
-				ds->icmp_frag_needed++;
-				record_ptb(p, l3, ic + 8, (__u32)ic[6] << 8 | ic[7]);
+				l4->icmp_frag_needed = 1;
+				record_ptb(m, l3, ic + 8, c.end, (__u32)ic[6] << 8 | ic[7]);
 			}
 		} else {
 			if (type == 128 || type == 129)
 				l4->dport = (__u16)ic[4] << 8 | ic[5];
 			if (type == 2) {
-				ds->icmp6_too_big++;
-				record_ptb(p, l3, ic + 8,
+				l4->icmp6_too_big = 1;
+				record_ptb(m, l3, ic + 8, c.end,
 					   (__u32)ic[4] << 24 | (__u32)ic[5] << 16 |
 						   (__u32)ic[6] << 8 | ic[7]);
 			}
@@ -249,11 +362,35 @@ static __always_inline void parse_l4(struct nd_pkt *p, struct nd_dir_stats *ds,
 	}
 }
 
+/* The stages, once per context type: global (not static) so the verifier checks each on
+ * its own. They return 0; results travel in `out`. */
+#define ND_DEFINE_STAGES(suffix, ctx_type)                                                  \
+	__noinline int nd_l3_##suffix(ctx_type *ctx, const struct nd_meta *m,              \
+				      struct nd_l3 *out)                                   \
+	{                                                                                  \
+		if (!ctx || !m || !out)                                                    \
+			return 0;                                                          \
+		l3_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, m, out);    \
+		return 0;                                                                  \
+	}                                                                                  \
+	__noinline int nd_l4_##suffix(ctx_type *ctx, const struct nd_meta *m,              \
+				      const struct nd_l3 *l3, struct nd_l4 *out)           \
+	{                                                                                  \
+		if (!ctx || !m || !l3 || !out)                                             \
+			return 0;                                                          \
+		l4_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, m, l3, out); \
+		return 0;                                                                  \
+	}
+
+ND_DEFINE_STAGES(xdp, struct xdp_md)
+ND_DEFINE_STAGES(skb, struct __sk_buff)
+
 /* Passive retransmission detection from sequence numbers: data starting before the highest
  * sequence already seen was sent before (or arrived out of order). Works on traffic a
  * gateway only forwards, where no socket exists to ask. Races between CPUs on one flow can
  * miss a count; they never invent one for in-order traffic. */
-static __always_inline void track_seq(struct nd_flow_stats *fs, struct l4_info *l4, __u32 segs)
+static __always_inline void track_seq(struct nd_flow_stats *fs, const struct nd_l4 *l4,
+				      __u32 segs)
 {
 	if (!l4->payload)
 		return;
@@ -270,28 +407,22 @@ static __always_inline void track_seq(struct nd_flow_stats *fs, struct l4_info *
 		fs->seq_high = end;
 }
 
-static __always_inline void account_flow(struct nd_pkt *p, struct l3_info *l3,
-					 struct l4_info *l4, __u32 seg_len)
+/* The flow record; needs no packet access, so one copy serves every hook. */
+__noinline int nd_flow(const struct nd_meta *m, const struct nd_l3 *l3, const struct nd_l4 *l4,
+		       __u32 seg_len)
 {
+	if (!m || !l3 || !l4)
+		return 0;
 	struct nd_flow_key key = {};
 
-	key.ifindex = p->ifindex;
-	key.dir = p->dir;
+	key.ifindex = m->ifindex;
+	key.dir = m->dir;
 	key.proto = l3->proto;
 	key.family = l3->family;
 	key.sport = l4->sport;
 	key.dport = l4->dport;
-	if (l3->family == 4) {
-		struct iphdr *ip = l3->hdr;
-
-		copy_addr(key.saddr, &ip->saddr, 4);
-		copy_addr(key.daddr, &ip->daddr, 4);
-	} else {
-		struct ipv6hdr *ip6 = l3->hdr;
-
-		copy_addr(key.saddr, &ip6->saddr, 16);
-		copy_addr(key.daddr, &ip6->daddr, 16);
-	}
+	__builtin_memcpy(key.saddr, l3->saddr, 16);
+	__builtin_memcpy(key.daddr, l3->daddr, 16);
 
 	__u64 now = bpf_ktime_get_coarse_ns();
 	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, &key);
@@ -303,11 +434,11 @@ static __always_inline void account_flow(struct nd_pkt *p, struct l3_info *l3,
 		bpf_map_update_elem(&flows, &key, &init, BPF_NOEXIST);
 		fs = bpf_map_lookup_elem(&flows, &key);
 		if (!fs)
-			return;
+			return 0;
 	}
 	__sync_fetch_and_add(&fs->packets, 1);
-	__sync_fetch_and_add(&fs->segs, p->gso_segs);
-	__sync_fetch_and_add(&fs->bytes, p->len);
+	__sync_fetch_and_add(&fs->segs, m->gso_segs);
+	__sync_fetch_and_add(&fs->bytes, m->len);
 	fs->last_ns = now;
 	if (seg_len > fs->max_seg)
 		fs->max_seg = seg_len > 0xffff ? 0xffff : seg_len;
@@ -319,109 +450,89 @@ static __always_inline void account_flow(struct nd_pkt *p, struct l3_info *l3,
 		fs->tcp_flags |= l4->tcp_flags;
 		if (l4->syn_mss)
 			fs->syn_mss = l4->syn_mss;
-		track_seq(fs, l4, p->gso_segs);
+		track_seq(fs, l4, m->gso_segs);
 	}
+	return 0;
 }
 
-static __always_inline void account(struct nd_pkt *p)
+/* Interface counters from the stages' results, then the flow record. */
+static __always_inline void account(struct nd_iface_stats *ifs, const struct nd_meta *m,
+				    const struct nd_l3 *l3, const struct nd_l4 *l4)
 {
-	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &p->ifindex);
-
-	if (!ifs)
-		return; /* not an interface the agent watches */
-	struct nd_dir_stats *ds = &ifs->dir[p->dir & 1];
+	struct nd_dir_stats *ds = &ifs->dir[m->dir & 1];
 
 	/* Per-CPU value: plain increments are exact. */
 	ds->packets++;
-	ds->segs += p->gso_segs;
-	ds->bytes += p->len;
-	if (p->gso_segs > 1)
+	ds->segs += m->gso_segs;
+	ds->bytes += m->len;
+	if (m->gso_segs > 1)
 		ds->gso_packets++;
-
-	struct cursor c = { p->data, p->data_end };
-	struct l3_info l3 = {};
-	int ret = -1;
-
-	if (ifs->link == ND_LINK_RAWIP) {
-		__u8 *first = c.pos;
-
-		if ((void *)(first + 1) > c.end) {
-			ds->truncated++;
-			return;
-		}
-		if ((*first >> 4) == 4)
-			ret = parse_ipv4(&c, &l3);
-		else if ((*first >> 4) == 6)
-			ret = parse_ipv6(&c, &l3);
-		else {
-			ds->non_ip++;
-			return;
-		}
-	} else {
-		__be16 proto = parse_eth(&c);
-
-		if (proto == bpf_htons(ETH_P_IP))
-			ret = parse_ipv4(&c, &l3);
-		else if (proto == bpf_htons(ETH_P_IPV6))
-			ret = parse_ipv6(&c, &l3);
-		else if (proto) {
-			ds->non_ip++;
-			return;
-		}
+	if (l3->status == ND_NON_IP) {
+		ds->non_ip++;
+		return;
 	}
-	if (ret < 0) {
+	if (l3->status != ND_OK) {
 		ds->truncated++;
 		return;
 	}
-
-	/* Lengths from the headers' offsets and the frame size: the IP length field lies for
-	 * GSO super-packets above 64 KiB (BIG TCP writes 0) and Ethernet padding inflates the
-	 * frame size of tiny packets, so take the smaller of the two when both are sane. */
-	__u32 l3_off = l3.hdr - p->data;
-	__u32 frame_l3 = p->len > l3_off ? p->len - l3_off : 0;
-	__u32 ip_len = (l3.ip_len && l3.ip_len < frame_l3) ? l3.ip_len : frame_l3;
-	__u32 l4_len = ip_len > l3.hdr_len ? ip_len - l3.hdr_len : 0;
-	struct l4_info l4 = {};
-
-	parse_l4(p, ds, &l3, &c, l4_len, &l4);
+	if (l4->truncated)
+		ds->truncated++;
+	if (l4->icmp_frag_needed)
+		ds->icmp_frag_needed++;
+	if (l4->icmp6_too_big)
+		ds->icmp6_too_big++;
 
 	/* Size of one segment on the wire: GSO packets are cut into gso_size payloads. */
-	__u32 seg_len = ip_len;
+	__u32 seg_len = l3->ip_len;
 
-	if (p->gso_segs > 1 && p->gso_size)
-		seg_len = l3.hdr_len + l4.hdr_len + p->gso_size;
+	if (m->gso_segs > 1 && m->gso_size)
+		seg_len = l3->hdr_len + l4->hdr_len + m->gso_size;
 	__u32 bucket = size_bucket(seg_len);
 
 	if (bucket < ND_SIZE_BUCKETS)
-		ds->size_hist[bucket] += p->gso_segs;
-	if (l3.frag == ND_FRAG_FIRST)
+		ds->size_hist[bucket] += m->gso_segs;
+	if (l3->frag == ND_FRAG_FIRST)
 		ds->frag_first++;
-	else if (l3.frag == ND_FRAG_LATER)
+	else if (l3->frag == ND_FRAG_LATER)
 		ds->frag_later++;
-	if (l3.df && seg_len > ifs->mtu)
-		ds->df_over_mtu += p->gso_segs;
+	if (l3->df && seg_len > ifs->mtu)
+		ds->df_over_mtu += m->gso_segs;
 
-	account_flow(p, &l3, &l4, seg_len);
+	nd_flow(m, l3, l4, seg_len);
 }
 
 SEC("xdp.frags")
 int nd_xdp_ingress(struct xdp_md *ctx)
 {
-	struct nd_pkt p = {
-		.data = (void *)(long)ctx->data,
-		.data_end = (void *)(long)ctx->data_end,
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &ifindex);
+
+	if (!ifs)
+		return XDP_PASS; /* not an interface the agent watches */
+	struct nd_meta m = {
 		.len = bpf_xdp_get_buff_len(ctx),
-		.ifindex = ctx->ingress_ifindex,
+		.ifindex = ifindex,
 		.gso_segs = 1,
 		.dir = ND_DIR_INGRESS,
+		.link = ifs->link,
 	};
+	struct nd_l3 l3 = {};
+	struct nd_l4 l4 = {};
 
-	account(&p);
+	nd_l3_xdp(ctx, &m, &l3);
+	if (l3.status == ND_OK)
+		nd_l4_xdp(ctx, &m, &l3, &l4);
+	account(ifs, &m, &l3, &l4);
 	return XDP_PASS;
 }
 
-static __always_inline void account_skb(struct __sk_buff *skb, __u8 dir)
+static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 {
+	__u32 ifindex = skb->ifindex;
+	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &ifindex);
+
+	if (!ifs)
+		return; /* not an interface the agent watches */
 	__u32 linear = skb->data_end - skb->data;
 
 	/* Headers in paged fragments (some drivers, tunnels) are invisible to direct access;
@@ -432,17 +543,21 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u8 dir)
 	 * field loads at a constant offset from the unmodified ctx pointer. */
 	barrier_var(skb);
 
-	struct nd_pkt p = {
-		.data = (void *)(long)skb->data,
-		.data_end = (void *)(long)skb->data_end,
+	struct nd_meta m = {
 		.len = skb->len,
-		.ifindex = skb->ifindex,
+		.ifindex = ifindex,
 		.gso_segs = skb->gso_segs ? skb->gso_segs : 1,
 		.gso_size = skb->gso_size,
 		.dir = dir,
+		.link = ifs->link,
 	};
+	struct nd_l3 l3 = {};
+	struct nd_l4 l4 = {};
 
-	account(&p);
+	nd_l3_skb(skb, &m, &l3);
+	if (l3.status == ND_OK)
+		nd_l4_skb(skb, &m, &l3, &l4);
+	account(ifs, &m, &l3, &l4);
 }
 
 SEC("tc")

@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::AsFd;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, Program};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
 use serde::Serialize;
 
 use crate::attach::{self, AttachMethod, Attachment, XdpMode};
@@ -150,7 +150,7 @@ impl<'obj> Dataplane<'obj> {
     }
 
     /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics.
-    pub fn program(&self, kind: ProgramKind) -> &Program<'obj> {
+    pub fn program(&self, kind: ProgramKind) -> &ProgramMut<'obj> {
         match kind {
             ProgramKind::XdpIngress => &self.skel.progs.nd_xdp_ingress,
             ProgramKind::TcIngress => &self.skel.progs.nd_tc_ingress,

@@ -18,6 +18,8 @@ pub mod iface;
 pub mod logging;
 pub mod overhead;
 pub mod pmtu;
+pub mod probe;
+pub mod route;
 pub mod rules;
 pub mod sockets;
 pub mod sysctl;

@@ -61,29 +61,29 @@ struct l3_info {
 	__u8 df;         /* IPv4 DF set, or IPv6 (never fragmented by routers) */
 };
 
-/* Skips the Ethernet header and up to ND_MAX_VLAN VLAN tags; returns the inner EtherType
- * in network byte order, or 0 if the frame is too short. */
-static __always_inline __be16 parse_eth(struct cursor *c)
+/* Skips the Ethernet header and up to ND_MAX_VLAN VLAN tags and stores the inner EtherType
+ * (network byte order) in *proto. Returns -1 if the frame is too short. */
+static __always_inline int parse_eth(struct cursor *c, __be16 *proto)
 {
 	struct ethhdr *eth = c->pos;
 
 	if ((void *)(eth + 1) > c->end)
-		return 0;
+		return -1;
 	c->pos = eth + 1;
-	__be16 proto = eth->h_proto;
+	*proto = eth->h_proto;
 
 #pragma unroll
 	for (int i = 0; i < ND_MAX_VLAN; i++) {
-		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+		if (*proto != bpf_htons(ETH_P_8021Q) && *proto != bpf_htons(ETH_P_8021AD))
 			break;
 		struct vlan_tag *tag = c->pos;
 
 		if ((void *)(tag + 1) > c->end)
-			return 0;
-		proto = tag->proto;
+			return -1;
+		*proto = tag->proto;
 		c->pos = tag + 1;
 	}
-	return proto;
+	return 0;
 }
 
 static __always_inline int parse_ipv4(struct cursor *c, struct l3_info *l3)
@@ -146,7 +146,8 @@ static __always_inline int parse_ipv6(struct cursor *c, struct l3_info *l3)
 	l3->family = 6;
 	l3->df = 1;
 	l3->frag = ND_FRAG_NONE;
-	l3->ip_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	/* Payload length 0 means a jumbogram or BIG TCP: the caller uses the frame length. */
+	l3->ip_len = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
 
 #pragma unroll
 	for (int i = 0; i < ND_MAX_EXTHDR; i++) {
@@ -155,10 +156,19 @@ static __always_inline int parse_ipv6(struct cursor *c, struct l3_info *l3)
 
 			if ((void *)(fh + 1) > c->end)
 				return -1;
-			l3->frag = (bpf_ntohs(fh->frag_off) & ~7) ? ND_FRAG_LATER : ND_FRAG_FIRST;
+			__u16 off = bpf_ntohs(fh->frag_off);
+
+			/* Offset 0 without M is an atomic fragment (RFC 6946): not fragmented. */
+			if (off & ~7)
+				l3->frag = ND_FRAG_LATER;
+			else if (off & 1)
+				l3->frag = ND_FRAG_FIRST;
 			next = fh->nexthdr;
 			c->pos = fh + 1;
 			hdr_len += sizeof(*fh);
+			/* What follows a later fragment's header is payload, not more headers. */
+			if (l3->frag == ND_FRAG_LATER)
+				break;
 			continue;
 		}
 		if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING && next != IPPROTO_DSTOPTS)

@@ -3,6 +3,7 @@
 mod drops;
 mod flows;
 mod output;
+mod probe;
 
 use flows::observe;
 
@@ -64,6 +65,32 @@ pub enum Command {
     ///   netdoctor drops --interface wg0 --duration 30s --json
     #[command(verbatim_doc_comment)]
     Drops(DropsArgs),
+    /// Find the path MTU toward a host, like tracepath: DF-set ICMP echo probes of
+    /// bisected sizes. Reports the largest packet that gets through, the routers that
+    /// said "too big" and their MTU, and whether larger packets vanish silently (a PMTU
+    /// blackhole).
+    ///
+    /// Examples:
+    ///   netdoctor probe 192.0.2.10
+    ///   netdoctor probe 2001:db8::1 --max-size 9000 --json
+    #[command(verbatim_doc_comment)]
+    Probe(ProbeArgs),
+}
+
+/// Options for `netdoctor probe`.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Host to probe (IPv4 or IPv6 address).
+    pub target: std::net::IpAddr,
+    /// Largest IP packet to try [default: the MTU of the route's interface].
+    #[arg(long)]
+    pub max_size: Option<u32>,
+    /// How long to wait for each answer.
+    #[arg(long, default_value = "400ms", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options for `netdoctor drops`.
@@ -193,6 +220,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Flows(args) => flows::run(args).await,
             Command::Drops(args) => drops::run(args).await,
+            Command::Probe(args) => probe::run(args).await,
         }
     });
     match result {

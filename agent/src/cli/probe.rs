@@ -1,0 +1,52 @@
+//! `netdoctor probe TARGET`: the active path-MTU probe on its own.
+
+use std::process::ExitCode;
+
+use super::ProbeArgs;
+use crate::probe::{self, ProbeOptions};
+
+pub(super) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+    let max_size = match args.max_size {
+        Some(m) => m,
+        None => crate::route::get(args.target).await?.mtu,
+    };
+    anyhow::ensure!(
+        (68..=65535).contains(&max_size),
+        "--max-size must be between 68 and 65535"
+    );
+    let options = ProbeOptions {
+        max_size,
+        timeout: args.timeout,
+        ..ProbeOptions::default()
+    };
+    eprintln!(
+        "netdoctor: probing the path MTU toward {} (sizes up to {max_size})",
+        args.target
+    );
+    let target = args.target;
+    let result = tokio::task::spawn_blocking(move || probe::probe(target, &options)).await??;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    match result.path_mtu {
+        None => println!(
+            "{}: no answer even to {}-byte probes; the host is down or filters ICMP echo, so nothing can be concluded",
+            result.target,
+            if result.target.is_ipv4() { 576 } else { 1280 }
+        ),
+        Some(mtu) => {
+            println!("{}: path MTU {mtu} (largest size tried {})", result.target, result.max_size);
+            for r in &result.too_big {
+                println!("  {} reported \"too big\" with next-hop MTU {}", r.from, r.mtu);
+            }
+            if result.blackhole {
+                println!(
+                    "  BLACKHOLE: packets larger than {mtu} vanish without any ICMP too-big report; TCP will stall on full-size segments"
+                );
+            }
+        }
+    }
+    println!("  ({} probes, {} ms)", result.probes, result.elapsed_ms);
+    Ok(ExitCode::SUCCESS)
+}

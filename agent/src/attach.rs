@@ -176,14 +176,20 @@ pub(crate) fn tc_netlink(
     Ok(Attachment::NetlinkTc(hook))
 }
 
-/// Removes netlink attachments a killed netdoctor left on `ifindex`: our cls_bpf filters
-/// (recognised by handle and priority) and an XDP program carrying our program's name.
-/// Returns how many were removed.
-pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, xdp_name: &str) -> usize {
+/// Removes netlink attachments a killed netdoctor left on `ifindex`: cls_bpf filters at our
+/// handle and priority and an XDP program, each only if it carries one of our program
+/// names and no live process holds it (a running `--attach netlink` netdoctor keeps its
+/// programs open; a killed one does not). Returns how many were removed.
+pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]) -> usize {
+    let leftover = |id: u32| {
+        id != 0
+            && program_name(id).is_some_and(|n| names.contains(&n.as_str()))
+            && !held_by_a_process(id)
+    };
     let mut removed = 0;
     for ingress in [true, false] {
         let mut hook = tc_hook(prog, ifindex, ingress);
-        if hook.query().is_ok() && hook.detach().is_ok() {
+        if hook.query().is_ok_and(leftover) && hook.detach().is_ok() {
             removed += 1;
         }
     }
@@ -193,10 +199,7 @@ pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, xdp_name: &str
         let Ok(id) = xdp.query_id(ifindex as i32, flags()) else {
             continue;
         };
-        if id != 0
-            && program_name(id).as_deref() == Some(xdp_name)
-            && xdp.detach(ifindex as i32, flags()).is_ok()
-        {
+        if leftover(id) && xdp.detach(ifindex as i32, flags()).is_ok() {
             removed += 1;
         }
     }
@@ -207,6 +210,25 @@ fn program_name(id: u32) -> Option<String> {
     libbpf_rs::query::ProgInfoIter::default()
         .find(|p| p.id == id)
         .map(|p| p.name.to_string_lossy().into_owned())
+}
+
+/// True if some process has a descriptor for BPF program `id` (fdinfo says `prog_id:`).
+fn held_by_a_process(id: u32) -> bool {
+    let needle = format!("prog_id:\t{id}\n");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs
+        .filter_map(|p| p.ok())
+        .filter(|p| {
+            p.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|p| std::fs::read_dir(p.path().join("fdinfo")).ok())
+        .flat_map(|fds| fds.filter_map(|f| f.ok()))
+        .any(|f| std::fs::read_to_string(f.path()).is_ok_and(|info| info.contains(&needle)))
 }
 
 fn io_error(e: libbpf_rs::Error) -> io::Error {

@@ -24,8 +24,8 @@ use crate::wire::{
 pub const MAX_IFACES: usize = 256;
 /// Mirrors `ND_MAX_USER_PORTS` in netdoctor.h.
 pub const MAX_TUNNEL_PORTS: usize = 8;
-/// Name of the XDP program, as the kernel reports it (used to find leftovers).
-const XDP_PROGRAM: &str = "nd_xdp_ingress";
+/// Names of the packet programs, as the kernel reports them (used to find leftovers).
+const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];
 
 /// Which hook counts received packets.
 ///
@@ -232,7 +232,7 @@ impl<'obj> Dataplane<'obj> {
         let tc_out_fd = self.skel.progs.nd_tc_egress.as_fd();
         let method = self.options.method;
 
-        let swept = attach::sweep_leftovers(xdp_fd, iface.index, XDP_PROGRAM);
+        let swept = attach::sweep_leftovers(xdp_fd, iface.index, &PROGRAM_NAMES);
         if swept > 0 {
             tracing::warn!(iface = %iface.name, "removed {swept} program(s) a previous netdoctor left attached");
         }

@@ -110,7 +110,8 @@ impl Interface {
         }
         let name = name?;
         let layer = msg.header.link_layer_type;
-        let link = if layer == LinkLayerType::Ether {
+        // Loopback frames carry a (zeroed) Ethernet header too.
+        let link = if layer == LinkLayerType::Ether || layer == LinkLayerType::Loopback {
             LinkType::Ether
         } else {
             LinkType::RawIp

@@ -4,7 +4,8 @@
  *
  * WireGuard uses any port, so it is recognised by shape: a message type 1-4, three zero
  * reserved bytes and the exact length each type has on the wire (wireguard-go
- * device/noise-protocol.go: initiation 148, response 92, cookie reply 64, data 32 + 16k).
+ * device/noise-protocol.go: initiation 148, response 92, cookie reply 64, data 32 + 16k, or
+ * 32 + MTU when padding would exceed the MTU).
  * VXLAN and GENEVE are recognised by their IANA ports and header bits; daemons such as
  * fastd or tinc only by the ports the agent configures.
  */
@@ -42,7 +43,12 @@ static __always_inline int wg_message(const __u8 *payload, const void *end, __u3
 	case 3:
 		return len == WG_COOKIE_LEN ? ND_WG_COOKIE : -1;
 	case 4:
-		return len >= WG_DATA_MIN_LEN && (len - WG_DATA_MIN_LEN) % 16 == 0 ? ND_WG_DATA : -1;
+		/* The inner packet is padded to a multiple of 16 unless that would exceed the
+		 * tunnel MTU; then it is exactly the MTU, at least 576 bytes (RFC 791). */
+		if (len < WG_DATA_MIN_LEN)
+			return -1;
+		return (len - WG_DATA_MIN_LEN) % 16 == 0 || len - WG_DATA_MIN_LEN >= 576 ? ND_WG_DATA
+											: -1;
 	}
 	return -1;
 }

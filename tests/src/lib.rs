@@ -33,6 +33,7 @@ pub mod ci;
 pub mod cmd;
 mod ids;
 pub mod loss;
+pub mod netdoctor;
 pub mod netns;
 pub mod stats;
 pub mod topology;

@@ -9,6 +9,7 @@ pub mod btf;
 pub mod cli;
 pub mod counters;
 pub mod dataplane;
+pub mod diagnose;
 pub mod drops;
 pub mod error;
 pub mod facts;

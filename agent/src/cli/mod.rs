@@ -1,9 +1,11 @@
 //! The command line: flags defined once here, turned into `--help` by clap.
 
+mod diagnose;
 mod drops;
 mod flows;
 mod output;
 mod probe;
+mod rules;
 
 use flows::observe;
 
@@ -45,6 +47,25 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Diagnose an interface: what is wrong with its path, and the exact fix.
+    ///
+    /// Reads the interface's configuration (kind, MTU, tunnel peers and underlay, sysctls,
+    /// MSS clamping), watches its traffic for --duration with the data plane and socket
+    /// telemetry, probes the path MTU toward the tunnel's endpoints, then evaluates the
+    /// rules (built-in, plus --rules DIR). Findings are printed most severe first, each
+    /// with evidence and a fix.
+    ///
+    /// Exit codes (Nagios plugin convention): 0 nothing above info, 1 warning,
+    /// 2 critical, 3 could not diagnose.
+    ///
+    /// Examples:
+    ///   netdoctor diagnose wg0
+    ///   netdoctor diagnose eth0 --duration 15s --json | jq '.findings[].id'
+    ///   netdoctor diagnose tap0 --no-probe --rules /etc/netdoctor/rules
+    #[command(verbatim_doc_comment)]
+    Diagnose(DiagnoseArgs),
+    /// List the diagnostic rules, or check a directory of rules without running them.
+    Rules(RulesArgs),
     /// Watch an interface for a while and print its busiest flows and counters.
     ///
     /// Examples:
@@ -91,6 +112,52 @@ pub struct ProbeArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options for `netdoctor diagnose`.
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// Interface to diagnose (wg0, tun0, tap0, vxlan0, eth0, ...).
+    pub interface: String,
+    /// How long to observe traffic.
+    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Print the report as JSON (schema in README "diagnose JSON").
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the active path-MTU probe (it sends at most a few dozen ICMP echo requests to
+    /// the tunnel's endpoints and to hosts of stalled connections).
+    #[arg(long)]
+    pub no_probe: bool,
+    /// Directory of extra rules (*.toml); a rule with a built-in's id replaces it.
+    #[arg(long, value_name = "DIR", env = "NETDOCTOR_RULES")]
+    pub rules: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub dataplane: DataplaneArgs,
+}
+
+/// Options for `netdoctor rules`.
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    #[command(subcommand)]
+    pub command: RulesCommand,
+}
+
+/// `netdoctor rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// List rules: id, severity, scope, origin and description.
+    List {
+        /// Also load this directory of rules.
+        #[arg(long, value_name = "DIR")]
+        rules: Option<std::path::PathBuf>,
+    },
+    /// Validate rules: syntax, unknown fields, bad expressions, unknown facts. Without DIR,
+    /// checks the built-in rules. Exit 0 if all are valid, 3 otherwise.
+    Check {
+        /// Directory of *.toml rules.
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// Options for `netdoctor drops`.
@@ -218,6 +285,8 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Diagnose(args) => diagnose::run(args).await,
+            Command::Rules(args) => rules::run(args),
             Command::Flows(args) => flows::run(args).await,
             Command::Drops(args) => drops::run(args).await,
             Command::Probe(args) => probe::run(args).await,

@@ -1,4 +1,226 @@
 //! Facts about an interface and its path, read from the kernel and the tunnel daemons,
-//! never guessed.
+//! never guessed. [`Facts`] is the document rules are written against: its fields are the
+//! variables a rule's CEL expressions read (`iface.mtu`, `tunnel.max_mtu`, `peer.…`,
+//! `flow.…`), documented in `rules/README.md`.
 
+pub mod host;
+pub mod link;
+pub mod process;
 pub mod wireguard;
+
+use serde::Serialize;
+
+pub use host::Host;
+
+/// The diagnosed interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IfaceFacts {
+    /// Name.
+    pub name: String,
+    /// Index.
+    pub index: u32,
+    /// Kind: wireguard, tun, tap, vxlan, geneve, veth, bridge, bond, physical, ...
+    pub kind: String,
+    /// MTU.
+    pub mtu: i64,
+    /// Administratively up.
+    pub up: bool,
+    /// Addresses with prefix length.
+    pub addresses: Vec<String>,
+    /// A tunnel interface (wireguard, tun, tap, vxlan, geneve).
+    pub is_tunnel: bool,
+    /// Largest MTU among the host's other non-tunnel interfaces (the LAN side of a gateway).
+    pub lan_mtu: i64,
+}
+
+/// The tunnel carried by the interface and its underlay.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TunnelFacts {
+    /// Whether the interface is a tunnel netdoctor understands.
+    pub present: bool,
+    /// wireguard, vxlan, geneve, fastd, tinc, or "unknown" for other TUN/TAP daemons.
+    pub kind: String,
+    /// Underlay address family in use: "ipv4", "ipv6" (IPv6 if any endpoint is IPv6).
+    pub family: String,
+    /// Encapsulation overhead from the documented table, bytes.
+    pub overhead_expected: i64,
+    /// Overhead measured at full size (outer minus inner largest segment), -1 if unknown.
+    pub overhead_measured: i64,
+    /// Underlay interface toward the endpoints.
+    pub underlay_iface: String,
+    /// MTU of the route toward the endpoints (smallest among them).
+    pub underlay_mtu: i64,
+    /// Path MTU the probe measured toward the endpoints (smallest), -1 if not probed.
+    pub path_mtu: i64,
+    /// The MTU limit used: the probed path MTU if known, else the route MTU.
+    pub effective_underlay_mtu: i64,
+    /// Largest tunnel MTU that fits: effective underlay MTU minus the overhead.
+    pub max_mtu: i64,
+    /// UDP port of the tunnel on the underlay (0 if unknown).
+    pub port: i64,
+    /// Remote endpoints ("address:port").
+    pub endpoints: Vec<String>,
+    /// The serving process for TUN/TAP tunnels.
+    pub daemon: String,
+    /// IP fragments of tunnel packets seen on the underlay during the observation.
+    pub underlay_fragments: i64,
+    /// Underlay interface is a bond: its transmit hash policy ("" if not a bond).
+    pub underlay_bond_policy: String,
+    /// Bond mode ("" if not a bond).
+    pub underlay_bond_mode: String,
+}
+
+/// One tunnel peer (WireGuard peer, VXLAN remote, tinc/fastd endpoint).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeerFacts {
+    /// WireGuard public key, or the endpoint for other tunnels.
+    pub name: String,
+    /// Endpoint "address:port" ("" if unknown).
+    pub endpoint: String,
+    /// Endpoint address family: "ipv4", "ipv6" or "".
+    pub family: String,
+    /// Allowed IPs (WireGuard).
+    pub allowed_ips: Vec<String>,
+    /// Seconds since the last handshake; -1 if never (WireGuard).
+    pub handshake_age_s: i64,
+    /// Persistent keepalive interval, 0 if off.
+    pub keepalive_s: i64,
+    /// Bytes sent to the peer during the observation.
+    pub tx_bytes_delta: i64,
+    /// Bytes received from the peer during the observation.
+    pub rx_bytes_delta: i64,
+    /// Handshake initiations sent toward the peer on the underlay during the observation.
+    pub initiations_sent: i64,
+    /// Handshake responses received from the peer during the observation.
+    pub responses_received: i64,
+    /// Path MTU the probe measured toward the endpoint, -1 if not probed.
+    pub path_mtu: i64,
+    /// The probe saw larger packets vanish without an ICMP too-big report.
+    pub blackhole: bool,
+}
+
+/// Traffic seen on the interface during the observation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TrafficFacts {
+    /// Observation length.
+    pub duration_s: f64,
+    /// Packets (segments) in.
+    pub rx_segments: i64,
+    /// Packets (segments) out.
+    pub tx_segments: i64,
+    /// DF or IPv6 segments larger than the MTU, both directions.
+    pub df_over_mtu: i64,
+    /// IP fragments, both directions.
+    pub fragments: i64,
+    /// ICMP frag-needed and ICMPv6 packet-too-big received.
+    pub too_big_received: i64,
+    /// Largest segment sent, IP bytes.
+    pub max_segment_out: i64,
+    /// Largest SYN MSS seen leaving through the interface (forwarded or local), 0 if none.
+    pub syn_mss_max: i64,
+    /// Largest MSS that fits the interface MTU: MTU - 40 (IPv4).
+    pub mss_limit: i64,
+    /// TCP flows crossing the interface whose SYN announced an MSS above `mss_limit`.
+    pub syn_mss_over_limit: i64,
+    /// TCP segments seen (forwarded and local), both directions.
+    pub tcp_segments: i64,
+    /// TCP segments carrying already-seen data (passive detection).
+    pub tcp_retransmits: i64,
+    /// tcp_retransmits / tcp_segments.
+    pub tcp_retrans_ratio: f64,
+}
+
+/// A local TCP connection through the interface (see `sockets::window::SocketRow`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FlowFacts {
+    /// "local -> remote".
+    pub name: String,
+    /// Congestion control algorithm.
+    pub cc: String,
+    /// Data segments sent in the window.
+    pub data_segs_sent: i64,
+    /// Segments retransmitted in the window.
+    pub retransmits: i64,
+    /// retransmits / data_segs_sent.
+    pub retrans_ratio: f64,
+    /// Full-MSS segments retransmitted.
+    pub full_size_retransmits: i64,
+    /// Shorter segments retransmitted.
+    pub small_retransmits: i64,
+    /// Path MTU the socket uses.
+    pub pmtu: i64,
+    /// MSS.
+    pub mss: i64,
+    /// Smoothed RTT, ms.
+    pub srtt_ms: f64,
+    /// Bytes acknowledged in the window.
+    pub throughput_bps: f64,
+}
+
+/// Kernel drops on the interface during the observation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DropFacts {
+    /// All drops.
+    pub total: i64,
+    /// IP_INADDRERRORS: packets for other hosts arriving while forwarding is off.
+    pub forwarding: i64,
+    /// IP_RPFILTER: reverse-path filter.
+    pub rpfilter: i64,
+    /// PKT_TOO_BIG: too big for the next hop with DF set.
+    pub too_big: i64,
+    /// Every reason with its count.
+    pub by_reason: std::collections::BTreeMap<String, i64>,
+}
+
+/// The active path-MTU probe toward the tunnel endpoints (or the given target).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProbeFacts {
+    /// Whether a probe ran and got answers.
+    pub ran: bool,
+    /// Target probed ("" if none).
+    pub target: String,
+    /// Largest size that passed, -1 if unknown.
+    pub path_mtu: i64,
+    /// Larger sizes vanished without ICMP too-big.
+    pub blackhole: bool,
+    /// Routers reported a smaller MTU.
+    pub too_big_reported: bool,
+}
+
+/// Everything rules can read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Facts {
+    /// The interface.
+    pub iface: IfaceFacts,
+    /// Its tunnel, if any.
+    pub tunnel: TunnelFacts,
+    /// Tunnel peers (rules with `scope = "tunnel"` see each as `peer`).
+    pub peers: Vec<PeerFacts>,
+    /// Host settings.
+    pub host: Host,
+    /// Traffic seen.
+    pub traffic: TrafficFacts,
+    /// Local TCP connections (rules with `scope = "flow"` see each as `flow`).
+    pub flows: Vec<FlowFacts>,
+    /// Kernel drops on the interface.
+    pub drops: DropFacts,
+    /// The path-MTU probe.
+    pub probe: ProbeFacts,
+}
+
+impl Facts {
+    /// A document with every field and one peer and one flow, for validating rules
+    /// (`netdoctor rules check`) without a live diagnosis.
+    pub fn sample() -> Self {
+        Facts {
+            peers: vec![PeerFacts::default()],
+            flows: vec![FlowFacts::default()],
+            ..Facts::default()
+        }
+    }
+
+    /// The document as JSON, as rules see it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}

@@ -35,6 +35,8 @@ pub struct Peer {
 /// A WireGuard device's configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Device {
+    /// Interface name.
+    pub name: String,
     /// UDP listen port.
     pub listen_port: u16,
     /// fwmark on outer packets (0 = none).
@@ -60,7 +62,58 @@ pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
         }
         lines.push(line);
     }
-    parse(&lines).map(Some)
+    parse(&lines).map(|mut d| {
+        d.name = name.to_owned();
+        Some(d)
+    })
+}
+
+/// The UAPI socket if there is one, else `wg show NAME dump` (kernel WireGuard, which
+/// wireguard-tools reads over generic netlink).
+pub fn query_uapi_or_cli(name: &str) -> std::io::Result<Option<Device>> {
+    if let Some(d) = query_uapi(name)? {
+        return Ok(Some(d));
+    }
+    Ok(wg_show(name))
+}
+
+/// Parses `wg show NAME dump`: a device line, then one tab-separated line per peer.
+fn wg_show(name: &str) -> Option<Device> {
+    let out = std::process::Command::new("wg")
+        .args(["show", name, "dump"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let dev_cols: Vec<&str> = lines.next()?.split('\t').collect();
+    let mut dev = Device {
+        name: name.to_owned(),
+        listen_port: dev_cols.get(2).and_then(|p| p.parse().ok()).unwrap_or(0),
+        ..Device::default()
+    };
+    for line in lines {
+        let c: Vec<&str> = line.split('\t').collect();
+        if c.len() < 8 {
+            continue;
+        }
+        dev.peers.push(Peer {
+            public_key: c[0].to_owned(),
+            endpoint: c[2].parse().ok(),
+            allowed_ips: c[3]
+                .split(',')
+                .filter(|s| !s.is_empty() && *s != "(none)")
+                .map(str::to_owned)
+                .collect(),
+            last_handshake_unix: c[4].parse().unwrap_or(0),
+            rx_bytes: c[5].parse().unwrap_or(0),
+            tx_bytes: c[6].parse().unwrap_or(0),
+            persistent_keepalive: c[7].parse().unwrap_or(0),
+        });
+    }
+    Some(dev)
 }
 
 fn hex_to_base64(hex: &str) -> String {

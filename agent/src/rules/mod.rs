@@ -11,3 +11,6 @@ mod template;
 
 pub use engine::evaluate;
 pub use rule::{Rule, RuleError, RuleSet, Scope};
+
+#[cfg(test)]
+mod tests;

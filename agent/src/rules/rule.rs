@@ -76,6 +76,8 @@ pub struct Rule {
     pub reference: Option<String>,
     /// The file it came from (`builtin:NAME` for embedded rules).
     pub origin: String,
+    /// Names bound by comprehension macros (not facts).
+    bound: Vec<String>,
 }
 
 /// A rule that could not be loaded, with where and why.
@@ -117,7 +119,17 @@ impl Rule {
             .collect::<Result<Vec<_>, _>>()?;
         let template =
             |what: &str, src: &str| Template::compile(src).map_err(|e| err(format!("{what}: {e}")));
+        let mut bound = macro_bound(&file.condition);
+        for src in file
+            .evidence
+            .values()
+            .chain([&file.summary, &file.fix])
+            .chain(file.subject.iter())
+        {
+            bound.extend(macro_bound(src));
+        }
         Ok(Rule {
+            bound,
             summary: template("summary", &file.summary)?,
             fix: template("fix", &file.fix)?,
             subject: file
@@ -137,7 +149,8 @@ impl Rule {
         })
     }
 
-    /// Every variable the rule reads (condition, evidence, templates).
+    /// Every fact the rule reads (condition, evidence, templates); names bound by CEL
+    /// macros such as `flows.exists(f, ...)` are not facts and are left out.
     pub fn variables(&self) -> Vec<String> {
         let mut vars: Vec<String> = self
             .condition
@@ -156,8 +169,27 @@ impl Rule {
         }
         vars.sort();
         vars.dedup();
+        vars.retain(|v| !self.bound.contains(v));
         vars
     }
+}
+
+/// Identifiers bound by CEL comprehension macros in `src`: `x` in `list.exists(x, ...)`,
+/// `.all(x, ...)`, `.exists_one(x, ...)`, `.filter(x, ...)`, `.map(x, ...)`.
+fn macro_bound(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in [".exists(", ".all(", ".exists_one(", ".filter(", ".map("] {
+        for (pos, _) in src.match_indices(m) {
+            let rest = &src[pos + m.len()..];
+            if let Some((name, _)) = rest.split_once(',') {
+                let name = name.trim();
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    out.push(name.to_owned());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Built-in rules, embedded from the repository's `rules/` directory at build time.

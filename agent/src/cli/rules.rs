@@ -1,0 +1,61 @@
+//! `netdoctor rules list|check`: show and validate diagnostic rules.
+
+use std::process::ExitCode;
+
+use super::{RulesArgs, RulesCommand};
+use crate::facts::Facts;
+use crate::rules::RuleSet;
+
+pub(super) fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        RulesCommand::List { rules } => {
+            let set = match &rules {
+                Some(dir) => RuleSet::with_user_dir(dir),
+                None => RuleSet::builtin(),
+            };
+            let set = set.map_err(|errors| anyhow::anyhow!("{}", join(&errors)))?;
+            for r in set.rules() {
+                println!(
+                    "{:<30} {:<8} {:<9} {}",
+                    r.id,
+                    r.severity.to_string(),
+                    format!("{:?}", r.scope).to_lowercase(),
+                    r.origin
+                );
+                if !r.description.is_empty() {
+                    for line in r.description.trim().lines() {
+                        println!("    {line}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Check { dir } => {
+            let set = match dir.as_deref() {
+                Some(d) => RuleSet::load_dir(d),
+                None => RuleSet::builtin(),
+            };
+            let errors = match set {
+                Ok(set) => {
+                    let errors = set.check(&Facts::sample().to_json());
+                    if errors.is_empty() {
+                        println!("{} rules OK", set.rules().len());
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    errors
+                }
+                Err(errors) => errors,
+            };
+            eprintln!("{}", join(&errors));
+            Ok(ExitCode::from(super::EXIT_UNKNOWN))
+        }
+    }
+}
+
+fn join(errors: &[crate::rules::RuleError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("error: {e}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

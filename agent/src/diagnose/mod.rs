@@ -1,0 +1,210 @@
+//! `diagnose`: configuration facts, a short observation through the data plane and socket
+//! telemetry, an active path-MTU probe, then the rules. One code path for the CLI and
+//! (later) the agent's API.
+
+mod collect;
+mod tunnel;
+
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::dataplane::{Dataplane, Options, TunnelPort};
+use crate::drops::DropProbe;
+use crate::facts::{link, Facts};
+use crate::findings::{self, Finding, Severity};
+use crate::iface;
+use crate::probe::{self, ProbeOptions, ProbeResult};
+use crate::rules::{self, RuleSet};
+use crate::sockets::SocketProbes;
+
+/// How to diagnose.
+#[derive(Debug, Clone)]
+pub struct DiagnoseOptions {
+    /// Observation time.
+    pub duration: Duration,
+    /// Run the active path-MTU probe.
+    pub probe: bool,
+    /// Extra rules directory.
+    pub rules_dir: Option<PathBuf>,
+    /// Data-plane options (hooks, extra tunnel ports).
+    pub dataplane: Options,
+}
+
+/// The result: the documented `--json` schema.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Interface name.
+    pub interface: String,
+    /// Interface kind.
+    pub kind: String,
+    /// Observation time in seconds.
+    pub duration_s: f64,
+    /// Everything the rules read.
+    pub facts: Facts,
+    /// Findings, most severe first.
+    pub findings: Vec<Finding>,
+    /// Signals that were unavailable and what that means for the findings.
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// The worst severity found.
+    pub fn worst(&self) -> Option<Severity> {
+        findings::worst(&self.findings)
+    }
+}
+
+/// What a caller learns while a diagnosis runs.
+pub trait Progress {
+    /// One line of progress.
+    fn step(&self, message: &str);
+}
+
+/// Probes run at most this many targets, so a diagnosis stays bounded in time.
+const MAX_PROBE_TARGETS: usize = 4;
+
+/// Runs a diagnosis of interface `name`.
+pub async fn diagnose(
+    name: &str,
+    opts: &DiagnoseOptions,
+    progress: &dyn Progress,
+) -> anyhow::Result<Report> {
+    let rules = match &opts.rules_dir {
+        Some(dir) => RuleSet::with_user_dir(dir),
+        None => RuleSet::builtin(),
+    }
+    .map_err(|errors| {
+        anyhow::anyhow!(
+            "invalid rules:\n  {}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        )
+    })?;
+
+    let all = iface::list().await?;
+    let me = all
+        .iter()
+        .find(|i| i.name == name)
+        .cloned()
+        .ok_or_else(|| crate::Error::UnknownInterface(name.to_owned()))?;
+    let details = link::details(me.index).await?;
+    let tun = tunnel::identify(&me, &details);
+    let mut notes = Vec::new();
+    let underlay = collect::underlay(&tun, &details, &all).await;
+
+    // Data plane on the interface and on its underlay, with the tunnel's port when the
+    // data plane cannot recognise the protocol by itself.
+    let mut dp_options = opts.dataplane.clone();
+    if let (Some(encap), true) = (tun.encap, tun.port != 0) {
+        if matches!(
+            encap,
+            crate::wire::Encap::Fastd | crate::wire::Encap::Tinc | crate::wire::Encap::Other
+        ) && dp_options.tunnel_ports.len() < crate::dataplane::MAX_TUNNEL_PORTS
+        {
+            dp_options.tunnel_ports.push(TunnelPort {
+                port: tun.port,
+                encap,
+            });
+        }
+    }
+    let mut dp_storage = MaybeUninit::uninit();
+    let mut dp = Dataplane::load(&mut dp_storage, dp_options)?;
+    dp.attach(&me)?;
+    for u in underlay.watch.iter().filter(|u| u.index != me.index) {
+        if let Err(e) = dp.attach(u) {
+            notes.push(format!(
+                "could not watch the underlay candidate {}: {e}",
+                u.name
+            ));
+        }
+    }
+    let mut sock_storage = MaybeUninit::uninit();
+    let sockets = match SocketProbes::load(&mut sock_storage) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            notes.push(format!(
+                "socket telemetry unavailable ({e}): flow findings are based on packets only"
+            ));
+            None
+        }
+    };
+    let mut drop_storage = MaybeUninit::uninit();
+    let drops = match DropProbe::load(&mut drop_storage) {
+        Ok(Some(d)) => Some(d),
+        Ok(None) => {
+            notes.push(
+                "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
+            );
+            None
+        }
+        Err(e) => {
+            notes.push(format!("drop reasons unavailable: {e}"));
+            None
+        }
+    };
+
+    let start = collect::Snapshot::take(&tun, sockets.as_ref(), drops.as_ref())?;
+    progress.step(&format!(
+        "observing {} ({}, MTU {}) for {}",
+        me.name,
+        me.kind,
+        me.mtu,
+        humantime::format_duration(opts.duration)
+    ));
+    let started = Instant::now();
+    tokio::time::sleep(opts.duration).await;
+    let elapsed = started.elapsed();
+    let end = collect::Snapshot::take(&collect::refresh(&tun), sockets.as_ref(), drops.as_ref())?;
+
+    let observed = collect::Observation {
+        me: &me,
+        details: &details,
+        all: &all,
+        tun: &tun,
+        underlay: &underlay,
+        dp: &dp,
+        sockets: sockets.as_ref(),
+        start: &start,
+        end: &end,
+        elapsed,
+    };
+    let mut facts = observed.facts().await?;
+    drop(dp);
+
+    if opts.probe {
+        let targets = collect::probe_targets(&facts, &underlay, &me);
+        let mut results: Vec<(String, ProbeResult)> = Vec::new();
+        for (label, target, max_size) in targets.into_iter().take(MAX_PROBE_TARGETS) {
+            progress.step(&format!(
+                "probing the path MTU toward {target} (up to {max_size} bytes)"
+            ));
+            let options = ProbeOptions {
+                max_size,
+                ..ProbeOptions::default()
+            };
+            match tokio::task::spawn_blocking(move || probe::probe(target, &options)).await? {
+                Ok(r) => results.push((label, r)),
+                Err(e) => notes.push(format!("path-MTU probe toward {target} failed: {e}")),
+            }
+        }
+        collect::apply_probes(&mut facts, &results);
+    } else {
+        notes.push("path-MTU probe skipped (--no-probe)".into());
+    }
+
+    let findings = rules::evaluate(&rules, &facts.to_json());
+    Ok(Report {
+        interface: me.name.clone(),
+        kind: me.kind.to_string(),
+        duration_s: elapsed.as_secs_f64(),
+        facts,
+        findings,
+        notes,
+    })
+}

@@ -1,0 +1,115 @@
+//! What tunnel an interface carries, where its endpoints are and which underlay reaches
+//! them.
+
+use std::net::{IpAddr, SocketAddr};
+
+use crate::facts::link::LinkDetails;
+use crate::facts::process::{self, TunOwner};
+use crate::facts::wireguard::{self, Device};
+use crate::iface::{IfaceKind, Interface, LinkType};
+use crate::overhead::TunnelType;
+use crate::wire::Encap;
+
+/// The tunnel as configured, before observation.
+#[derive(Debug, Clone, Default)]
+pub struct Tunnel {
+    /// Known kind, None if the interface is not a tunnel netdoctor understands.
+    pub kind: Option<TunnelType>,
+    /// Encapsulation as the data plane names it on the underlay.
+    pub encap: Option<Encap>,
+    /// Remote endpoints known from configuration.
+    pub endpoints: Vec<SocketAddr>,
+    /// Local UDP port of the tunnel (0 if unknown).
+    pub port: u16,
+    /// WireGuard device state, when a UAPI socket answered.
+    pub wireguard: Option<Device>,
+    /// The daemon serving a TUN/TAP device.
+    pub daemon: Option<TunOwner>,
+}
+
+fn kind_from_daemon(owner: &TunOwner, tap: bool) -> (Option<TunnelType>, Option<Encap>) {
+    let cmd = owner.command.to_lowercase();
+    if cmd.starts_with("tinc") {
+        (
+            Some(TunnelType::TincSptps { switch: tap }),
+            Some(Encap::Tinc),
+        )
+    } else if cmd.starts_with("fastd") {
+        (Some(TunnelType::Fastd { tap }), Some(Encap::Fastd))
+    } else if cmd.contains("wireguard") || cmd.contains("boringtun") {
+        (Some(TunnelType::Wireguard), Some(Encap::Wireguard))
+    } else {
+        (None, Some(Encap::Other))
+    }
+}
+
+/// Identifies the tunnel behind `iface`.
+pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
+    match iface.kind {
+        IfaceKind::Wireguard => {
+            let dev = wireguard::query_uapi_or_cli(&iface.name).ok().flatten();
+            let endpoints = dev
+                .as_ref()
+                .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
+                .unwrap_or_default();
+            Tunnel {
+                kind: Some(TunnelType::Wireguard),
+                encap: Some(Encap::Wireguard),
+                endpoints,
+                port: dev.as_ref().map_or(0, |d| d.listen_port),
+                wireguard: dev,
+                daemon: None,
+            }
+        }
+        IfaceKind::Vxlan | IfaceKind::Geneve => {
+            let (overlay, kind, encap) = match &details.vxlan {
+                Some(v) => (v.clone(), TunnelType::Vxlan, Encap::Vxlan),
+                None => (
+                    details.geneve.clone().unwrap_or_default(),
+                    TunnelType::Geneve { options: 0 },
+                    Encap::Geneve,
+                ),
+            };
+            Tunnel {
+                kind: Some(kind),
+                encap: Some(encap),
+                endpoints: overlay
+                    .remote
+                    .filter(|r| !r.is_multicast())
+                    .map(|r| SocketAddr::new(r, overlay.port))
+                    .into_iter()
+                    .collect(),
+                port: overlay.port,
+                wireguard: None,
+                daemon: None,
+            }
+        }
+        IfaceKind::Tun | IfaceKind::Tap => {
+            let owner = process::tun_owner(&iface.name);
+            let (kind, encap) = owner.as_ref().map_or((None, None), |o| {
+                kind_from_daemon(o, iface.link == LinkType::Ether)
+            });
+            Tunnel {
+                kind,
+                encap,
+                endpoints: Vec::new(),
+                port: owner
+                    .as_ref()
+                    .and_then(|o| o.udp_ports.first().copied())
+                    .unwrap_or(0),
+                wireguard: None,
+                daemon: owner,
+            }
+        }
+        _ => Tunnel::default(),
+    }
+}
+
+/// The address family name facts use.
+pub fn family_name(ip: IpAddr) -> &'static str {
+    if ip.to_canonical().is_ipv4() {
+        "ipv4"
+    } else {
+        "ipv6"
+    }
+}

@@ -1,0 +1,98 @@
+//! Host settings that decide whether traffic through a tunnel or gateway works: IP
+//! forwarding, reverse-path filtering, congestion control, TCP MTU probing, MSS clamping
+//! rules, multipath hashing. All read for the caller's network namespace.
+
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::sysctl::{self, CongestionControl};
+
+/// Host-wide facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Host {
+    /// `net.ipv4.tcp_congestion_control`.
+    pub cc_default: String,
+    /// Algorithms loaded in the kernel.
+    pub cc_available: Vec<String>,
+    /// Whether bbr can be used (loaded, or available as a module).
+    pub bbr_available: bool,
+    /// `net.ipv4.tcp_mtu_probing` (0 off, 1 after a blackhole is detected, 2 always).
+    pub tcp_mtu_probing: i64,
+    /// `net.ipv4.ip_forward`.
+    pub ip_forward: bool,
+    /// `net.ipv6.conf.all.forwarding`.
+    pub ip6_forward: bool,
+    /// `net.ipv4.conf.all.rp_filter`.
+    pub rp_filter_all: i64,
+    /// `net.ipv4.conf.<iface>.rp_filter`.
+    pub rp_filter_iface: i64,
+    /// The mode in force on the interface: the maximum of `all` and the interface's
+    /// (0 off, 1 strict, 2 loose).
+    pub rp_filter: i64,
+    /// A TCP MSS clamping rule exists (nftables `tcp option maxseg size set` or iptables
+    /// `TCPMSS`).
+    pub mss_clamping: bool,
+    /// `net.ipv4.fib_multipath_hash_policy` (0 layer 3, 1 layer 4, ...).
+    pub fib_multipath_hash_policy: i64,
+}
+
+fn int(key: &str) -> i64 {
+    sysctl::read(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Whether a module file for `tcp_<name>` exists for the running kernel.
+fn cc_module_exists(name: &str) -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let dir = std::path::Path::new("/lib/modules")
+        .join(release.trim())
+        .join("kernel/net/ipv4");
+    ["ko", "ko.xz", "ko.zst", "ko.gz"]
+        .iter()
+        .any(|ext| dir.join(format!("tcp_{name}.{ext}")).exists())
+}
+
+/// Looks for MSS clamping in the nftables ruleset (which also holds iptables-nft rules) and
+/// in legacy iptables.
+pub fn mss_clamping_present() -> bool {
+    let run = |cmd: &str, args: &[&str]| {
+        Command::new(cmd)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let nft = run("nft", &["list", "ruleset"]);
+    if nft.contains("maxseg size set") || nft.contains("TCPMSS") {
+        return true;
+    }
+    ["iptables-legacy-save", "ip6tables-legacy-save"]
+        .iter()
+        .any(|cmd| run(cmd, &[]).contains("TCPMSS"))
+}
+
+impl Host {
+    /// Reads the host facts relevant to interface `iface`.
+    pub fn read(iface: &str) -> Self {
+        let cc = CongestionControl::read();
+        let rp_all = int("net.ipv4.conf.all.rp_filter");
+        let rp_iface = int(&format!("net.ipv4.conf.{iface}.rp_filter"));
+        Host {
+            bbr_available: cc.available.iter().any(|c| c == "bbr") || cc_module_exists("bbr"),
+            cc_default: cc.default.unwrap_or_default(),
+            cc_available: cc.available,
+            tcp_mtu_probing: int("net.ipv4.tcp_mtu_probing"),
+            ip_forward: int("net.ipv4.ip_forward") == 1,
+            ip6_forward: int("net.ipv6.conf.all.forwarding") == 1,
+            rp_filter_all: rp_all,
+            rp_filter_iface: rp_iface,
+            rp_filter: rp_all.max(rp_iface),
+            mss_clamping: mss_clamping_present(),
+            fib_multipath_hash_policy: int("net.ipv4.fib_multipath_hash_policy"),
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Link details rtnetlink knows beyond name and MTU: addresses, VXLAN/GENEVE remotes and
+//! underlay devices, bond modes and hash policies, bond membership.
+
+use std::net::IpAddr;
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::{
+    BondMode, BondXmitHashPolicy, InfoBond, InfoData, InfoGeneve, InfoVxlan, LinkAttribute,
+    LinkInfo,
+};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// A VXLAN or GENEVE device's encapsulation settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Overlay {
+    /// VNI.
+    pub vni: u32,
+    /// Unicast remote (or multicast group), if configured.
+    pub remote: Option<IpAddr>,
+    /// Local address, if configured.
+    pub local: Option<IpAddr>,
+    /// Destination UDP port.
+    pub port: u16,
+    /// Underlay device index, if pinned (`dev` option).
+    pub underlay_ifindex: Option<u32>,
+}
+
+/// A bond's load-balancing settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Bond {
+    /// Mode, e.g. "balance-xor", "802.3ad".
+    pub mode: String,
+    /// Transmit hash policy, e.g. "layer2", "layer3+4".
+    pub xmit_hash_policy: String,
+    /// Member interface names.
+    pub members: Vec<String>,
+}
+
+/// Details of one link.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LinkDetails {
+    /// Addresses with prefix length, e.g. "10.250.0.1/24".
+    pub addresses: Vec<String>,
+    /// VXLAN settings.
+    pub vxlan: Option<Overlay>,
+    /// GENEVE settings.
+    pub geneve: Option<Overlay>,
+    /// Bond settings.
+    pub bond: Option<Bond>,
+    /// Index of the bond or bridge this link belongs to.
+    pub controller: Option<u32>,
+}
+
+fn mode_name(m: &BondMode) -> String {
+    match m {
+        BondMode::BalanceRr => "balance-rr".into(),
+        BondMode::ActiveBackup => "active-backup".into(),
+        BondMode::BalanceXor => "balance-xor".into(),
+        BondMode::Broadcast => "broadcast".into(),
+        BondMode::Ieee8023Ad => "802.3ad".into(),
+        BondMode::BalanceTlb => "balance-tlb".into(),
+        BondMode::BalanceAlb => "balance-alb".into(),
+        BondMode::Other(n) => format!("mode {n}"),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn policy_name(p: &BondXmitHashPolicy) -> String {
+    match p {
+        BondXmitHashPolicy::Layer2 => "layer2".into(),
+        BondXmitHashPolicy::Layer34 => "layer3+4".into(),
+        BondXmitHashPolicy::Layer23 => "layer2+3".into(),
+        BondXmitHashPolicy::Encap23 => "encap2+3".into(),
+        BondXmitHashPolicy::Encap34 => "encap3+4".into(),
+        BondXmitHashPolicy::VlanSrcMac => "vlan+srcmac".into(),
+        BondXmitHashPolicy::Other(n) => format!("policy {n}"),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn vxlan(infos: &[InfoVxlan]) -> Overlay {
+    let mut o = Overlay {
+        port: 4789,
+        ..Overlay::default()
+    };
+    for i in infos {
+        match i {
+            InfoVxlan::Id(v) => o.vni = *v,
+            InfoVxlan::Group(a) => o.remote = Some(IpAddr::V4(*a)),
+            InfoVxlan::Group6(a) => o.remote = Some(IpAddr::V6(*a)),
+            InfoVxlan::Local(a) => o.local = Some(IpAddr::V4(*a)),
+            InfoVxlan::Local6(a) => o.local = Some(IpAddr::V6(*a)),
+            InfoVxlan::Port(p) => o.port = *p,
+            InfoVxlan::Link(l) if *l != 0 => o.underlay_ifindex = Some(*l),
+            _ => {}
+        }
+    }
+    o
+}
+
+fn geneve(infos: &[InfoGeneve]) -> Overlay {
+    let mut o = Overlay {
+        port: 6081,
+        ..Overlay::default()
+    };
+    for i in infos {
+        match i {
+            InfoGeneve::Id(v) => o.vni = *v,
+            InfoGeneve::Remote(a) => o.remote = Some(IpAddr::V4(*a)),
+            InfoGeneve::Remote6(a) => o.remote = Some(IpAddr::V6(*a)),
+            InfoGeneve::Port(p) => o.port = *p,
+            _ => {}
+        }
+    }
+    o
+}
+
+/// Reads the details of interface `index` in the caller's namespace.
+pub async fn details(index: u32) -> Result<LinkDetails> {
+    let (conn, handle, _) =
+        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
+    let task = tokio::spawn(conn);
+    let netlink = |e: rtnetlink::Error| Error::Netlink(e.to_string());
+    let links: Vec<_> = handle
+        .link()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(netlink)?;
+    let addrs: Vec<_> = handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .execute()
+        .try_collect()
+        .await
+        .map_err(netlink)?;
+    task.abort();
+
+    let mut d = LinkDetails::default();
+    for a in &addrs {
+        let ip = a.attributes.iter().find_map(|attr| match attr {
+            AddressAttribute::Local(ip) => Some(*ip),
+            _ => None,
+        });
+        let ip = ip.or_else(|| {
+            a.attributes.iter().find_map(|attr| match attr {
+                AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            })
+        });
+        if let Some(ip) = ip {
+            d.addresses.push(format!("{ip}/{}", a.header.prefix_len));
+        }
+    }
+    let name_of = |idx: u32| {
+        links.iter().find(|l| l.header.index == idx).and_then(|l| {
+            l.attributes.iter().find_map(|a| match a {
+                LinkAttribute::IfName(n) => Some(n.clone()),
+                _ => None,
+            })
+        })
+    };
+    let Some(me) = links.iter().find(|l| l.header.index == index) else {
+        return Ok(d);
+    };
+    for attr in &me.attributes {
+        match attr {
+            LinkAttribute::Controller(c) => d.controller = Some(*c),
+            LinkAttribute::LinkInfo(infos) => {
+                for info in infos {
+                    match info {
+                        LinkInfo::Data(InfoData::Vxlan(v)) => d.vxlan = Some(vxlan(v)),
+                        LinkInfo::Data(InfoData::Geneve(g)) => d.geneve = Some(geneve(g)),
+                        LinkInfo::Data(InfoData::Bond(b)) => {
+                            let mut bond = Bond::default();
+                            for i in b {
+                                match i {
+                                    InfoBond::Mode(m) => bond.mode = mode_name(m),
+                                    InfoBond::XmitHashPolicy(p) => {
+                                        bond.xmit_hash_policy = policy_name(p)
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            d.bond = Some(bond);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(bond) = d.bond.as_mut() {
+        bond.members = links
+            .iter()
+            .filter(|l| {
+                l.attributes
+                    .iter()
+                    .any(|a| matches!(a, LinkAttribute::Controller(c) if *c == index))
+            })
+            .filter_map(|l| name_of(l.header.index))
+            .collect();
+    }
+    Ok(d)
+}

@@ -1,0 +1,93 @@
+//! Which process serves a TUN/TAP device, and its UDP sockets: how netdoctor learns the
+//! tunnel port of tinc, fastd, OpenVPN or wireguard-go.
+//!
+//! A process holding `/dev/net/tun` shows the device in `/proc/PID/fdinfo/FD` (`iff:`);
+//! its sockets are `socket:[INODE]` links whose inodes appear in `/proc/PID/net/udp*`.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// The daemon behind a TUN/TAP device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TunOwner {
+    /// Process id.
+    pub pid: u32,
+    /// Command name (`/proc/PID/comm`), e.g. "tincd", "fastd", "wireguard-go".
+    pub command: String,
+    /// Local UDP ports the process has open.
+    pub udp_ports: Vec<u16>,
+}
+
+fn socket_inodes(pid: &Path) -> HashSet<u64> {
+    let Ok(fds) = std::fs::read_dir(pid.join("fd")) else {
+        return HashSet::new();
+    };
+    fds.filter_map(|f| f.ok())
+        .filter_map(|f| std::fs::read_link(f.path()).ok())
+        .filter_map(|target| {
+            let t = target.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
+fn udp_ports(pid: &Path, inodes: &HashSet<u64>) -> Vec<u16> {
+    let mut ports: Vec<u16> = ["net/udp", "net/udp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(pid.join(table)).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let cols: Vec<&str> = line.split_whitespace().collect();
+                    let inode: u64 = cols.get(9)?.parse().ok()?;
+                    let port = cols.get(1)?.rsplit(':').next()?;
+                    inodes
+                        .contains(&inode)
+                        .then(|| u16::from_str_radix(port, 16).ok())
+                        .flatten()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+fn holds_tun(pid: &Path, ifname: &str) -> bool {
+    let Ok(fds) = std::fs::read_dir(pid.join("fdinfo")) else {
+        return false;
+    };
+    let needle = format!("iff:\t{ifname}\n");
+    fds.filter_map(|f| f.ok())
+        .any(|f| std::fs::read_to_string(f.path()).is_ok_and(|info| info.contains(&needle)))
+}
+
+/// Finds the process serving TUN/TAP device `ifname`, if any is visible.
+pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
+    let procs = std::fs::read_dir("/proc").ok()?;
+    for entry in procs.filter_map(|e| e.ok()) {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = entry.path();
+        if !holds_tun(&path, ifname) {
+            continue;
+        }
+        let command = std::fs::read_to_string(path.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let inodes = socket_inodes(&path);
+        return Some(TunOwner {
+            pid,
+            command,
+            udp_ports: udp_ports(&path, &inodes),
+        });
+    }
+    None
+}

@@ -71,10 +71,13 @@ struct nd_meta {
 	__u32 link;     /* enum nd_link */
 };
 
+/* Zero is "not parsed": a stage that returns early without a verdict can never make a
+ * zeroed result look like a valid packet. */
 enum nd_status {
-	ND_OK = 0,
-	ND_NON_IP = 1,
-	ND_TRUNCATED = 2,
+	ND_UNPARSED = 0,
+	ND_OK = 1,
+	ND_NON_IP = 2,
+	ND_TRUNCATED = 3,
 };
 
 /* Network-layer facts: scalars only, so they can cross global-function calls. */

@@ -57,7 +57,7 @@ struct nd_dir_stats {
 	__u64 non_ip;         /* ARP, LLDP, ...: counted, not parsed */
 	__u64 truncated;      /* headers shorter than they claim: counted, never dropped */
 	__u64 gso_packets;    /* super-packets (more than one segment) */
-	__u64 frag_first;     /* IPv4/IPv6 fragments with offset 0 */
+	__u64 frag_first;     /* fragments with offset 0 and more to follow (not atomic ones) */
 	__u64 frag_later;     /* fragments with offset > 0 */
 	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */
 	__u64 icmp_frag_needed; /* ICMP type 3 code 4 */

@@ -53,7 +53,8 @@ enum nd_frag {
 /* What the network layer told us; addresses are copied into flow keys by the caller. */
 struct l3_info {
 	void *hdr;       /* struct iphdr or struct ipv6hdr */
-	__u32 ip_len;    /* IP length the header declares (GSO: the whole super-packet) */
+	__u32 ip_len;    /* IP length the header declares (GSO: the whole super-packet); 0 when
+			  * the header says 0 (IPv6 jumbogram, BIG TCP) */
 	__u16 hdr_len;   /* network header length including IPv6 extension headers */
 	__u8 family;     /* 4 or 6 */
 	__u8 proto;      /* transport protocol after extension headers */

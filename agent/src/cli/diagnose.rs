@@ -75,7 +75,7 @@ fn print(r: &Report, color: bool) {
             if t.overhead_measured >= 0 {
                 format!("{} bytes", t.overhead_measured)
             } else {
-                "n/a (no full-size traffic)".into()
+                "n/a (no unfragmented full-size traffic seen)".into()
             },
             t.max_mtu
         );

@@ -37,12 +37,42 @@
  * takes the rest. The agent owns the values and sets them before load. */
 const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {};
 
+/* ifindex -> slot + 1 (0: not watched). An array lookup is a few instructions; a hash
+ * lookup costs ~100 ns on this path. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ND_SLOT_ARRAY_IFINDEX);
+	__type(key, __u32);
+	__type(value, __u32);
+} iface_slot SEC(".maps");
+
+/* The same for the rare ifindex >= ND_SLOT_ARRAY_IFINDEX (namespaces with heavy churn). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ND_MAX_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} iface_slot_big SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ND_MAX_IFACES);
 	__type(key, __u32);
 	__type(value, struct nd_iface_stats);
 } iface_stats SEC(".maps");
+
+/* Counters of a watched interface, or NULL. */
+static __always_inline struct nd_iface_stats *iface_lookup(__u32 ifindex)
+{
+	__u32 *slot = ifindex < ND_SLOT_ARRAY_IFINDEX ? bpf_map_lookup_elem(&iface_slot, &ifindex)
+						      : bpf_map_lookup_elem(&iface_slot_big, &ifindex);
+
+	if (!slot || !*slot)
+		return NULL;
+	__u32 idx = *slot - 1;
+
+	return bpf_map_lookup_elem(&iface_stats, &idx);
+}
 
 /* Per-CPU LRU lists: no global lock on the insert path, and old flows age out by
  * themselves when the table is full. */
@@ -64,6 +94,7 @@ struct {
 /* What a hook knows about a packet before parsing it. */
 struct nd_meta {
 	__u32 len;      /* whole frame, fragments included */
+	__u32 xdp;      /* from XDP: no GSO metadata */
 	__u32 ifindex;
 	__u32 gso_segs; /* >= 1 */
 	__u32 gso_size; /* transport payload per segment, 0 when not GSO */
@@ -487,33 +518,49 @@ static __always_inline void account(struct nd_iface_stats *ifs, const struct nd_
 
 	/* Size of one segment on the wire: GSO packets are cut into gso_size payloads. */
 	__u32 seg_len = l3->ip_len;
+	__u32 segs = m->gso_segs;
 
-	if (m->gso_segs > 1 && m->gso_size)
+	if (segs > 1 && m->gso_size)
 		seg_len = l3->hdr_len + l4->hdr_len + m->gso_size;
+	/* Generic XDP runs after GRO and gets no GSO metadata: a TCP "frame" larger than the
+	 * MTU is an aggregate of MTU-sized segments, not an oversized packet. */
+	if (m->xdp && l4->is_tcp && seg_len > ifs->mtu && ifs->mtu > l3->hdr_len + l4->hdr_len) {
+		__u32 mss = ifs->mtu - l3->hdr_len - l4->hdr_len;
+
+		segs = (l4->payload + mss - 1) / mss;
+		if (!segs)
+			segs = 1;
+		seg_len = ifs->mtu;
+		ds->segs += segs - 1;
+	}
 	__u32 bucket = size_bucket(seg_len);
 
 	if (bucket < ND_SIZE_BUCKETS)
-		ds->size_hist[bucket] += m->gso_segs;
+		ds->size_hist[bucket] += segs;
 	if (l3->frag == ND_FRAG_FIRST)
 		ds->frag_first++;
 	else if (l3->frag == ND_FRAG_LATER)
 		ds->frag_later++;
 	if (l3->df && seg_len > ifs->mtu)
-		ds->df_over_mtu += m->gso_segs;
+		ds->df_over_mtu += segs;
 
-	nd_flow(m, l3, l4, seg_len);
+	struct nd_meta flow_meta = *m;
+
+	flow_meta.gso_segs = segs;
+	nd_flow(&flow_meta, l3, l4, seg_len);
 }
 
 SEC("xdp.frags")
 int nd_xdp_ingress(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
-	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &ifindex);
+	struct nd_iface_stats *ifs = iface_lookup(ifindex);
 
 	if (!ifs)
 		return XDP_PASS; /* not an interface the agent watches */
 	struct nd_meta m = {
 		.len = bpf_xdp_get_buff_len(ctx),
+		.xdp = 1,
 		.ifindex = ifindex,
 		.gso_segs = 1,
 		.dir = ND_DIR_INGRESS,
@@ -532,20 +579,10 @@ int nd_xdp_ingress(struct xdp_md *ctx)
 static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 {
 	__u32 ifindex = skb->ifindex;
-	struct nd_iface_stats *ifs = bpf_map_lookup_elem(&iface_stats, &ifindex);
+	struct nd_iface_stats *ifs = iface_lookup(ifindex);
 
 	if (!ifs)
 		return; /* not an interface the agent watches */
-	__u32 linear = skb->data_end - skb->data;
-
-	/* Headers in paged fragments (some drivers, tunnels) are invisible to direct access;
-	 * pulling them into the linear area changes nothing about the packet itself. */
-	if (linear < ND_PULL_LEN && skb->len > linear)
-		bpf_skb_pull_data(skb, skb->len < ND_PULL_LEN ? skb->len : ND_PULL_LEN);
-	/* Keeps clang from reusing a ctx offset in a register: the verifier only accepts ctx
-	 * field loads at a constant offset from the unmodified ctx pointer. */
-	barrier_var(skb);
-
 	struct nd_meta m = {
 		.len = skb->len,
 		.ifindex = ifindex,
@@ -560,6 +597,23 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 	nd_l3_skb(skb, &m, &l3);
 	if (l3.status == ND_OK)
 		nd_l4_skb(skb, &m, &l3, &l4);
+
+	/* Headers cut short may only be cut by the linear area (some drivers and tunnels leave
+	 * them in paged fragments). Pulling them in changes nothing about the packet, but costs
+	 * a copy of the header area (TCP's clones included), so only when parsing needs it. */
+	__u32 linear = skb->data_end - skb->data;
+
+	if ((l3.status == ND_TRUNCATED || l4.truncated) && skb->len > linear && linear < ND_PULL_LEN) {
+		bpf_skb_pull_data(skb, skb->len < ND_PULL_LEN ? skb->len : ND_PULL_LEN);
+		/* Keeps clang from reusing a ctx offset in a register: the verifier only accepts
+		 * ctx field loads at a constant offset from the unmodified ctx pointer. */
+		barrier_var(skb);
+		__builtin_memset(&l3, 0, sizeof(l3));
+		__builtin_memset(&l4, 0, sizeof(l4));
+		nd_l3_skb(skb, &m, &l3);
+		if (l3.status == ND_OK)
+			nd_l4_skb(skb, &m, &l3, &l4);
+	}
 	account(ifs, &m, &l3, &l4);
 }
 

@@ -22,6 +22,8 @@ use crate::wire::{
 
 /// Mirrors `ND_MAX_IFACES` in netdoctor.h.
 pub const MAX_IFACES: usize = 256;
+/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in netdoctor.h.
+const SLOT_ARRAY_IFINDEX: u32 = 65536;
 /// Mirrors `ND_MAX_USER_PORTS` in netdoctor.h.
 pub const MAX_TUNNEL_PORTS: usize = 8;
 /// Names of the packet programs, as the kernel reports them (used to find leftovers).
@@ -107,6 +109,9 @@ pub enum ProgramKind {
 pub struct Dataplane<'obj> {
     skel: PacketSkel<'obj>,
     attached: HashMap<u32, Attached>,
+    /// Counter slot of each watched interface (behind a lock so that watching needs no
+    /// exclusive borrow, like every other map operation).
+    slots: std::sync::Mutex<HashMap<u32, u32>>,
     options: Options,
 }
 
@@ -145,6 +150,7 @@ impl<'obj> Dataplane<'obj> {
         Ok(Dataplane {
             skel,
             attached: HashMap::new(),
+            slots: std::sync::Mutex::new(HashMap::new()),
             options,
         })
     }
@@ -158,67 +164,69 @@ impl<'obj> Dataplane<'obj> {
         }
     }
 
-    /// Starts accounting for interface `index` (creating its counters) without attaching
-    /// anything. Packets on interfaces that are not watched are ignored by the programs.
+    /// Starts accounting for interface `index` (giving it a counter slot) without
+    /// attaching anything. Packets on interfaces that are not watched are ignored by the
+    /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
-        let map = &self.skel.maps.iface_stats;
-        let key = index.to_ne_bytes();
-        if map
-            .lookup_percpu(&key, MapFlags::ANY)
-            .ok()
-            .flatten()
-            .is_some()
-        {
-            return self.set_mtu(index, mtu, link);
-        }
-        let value = nd_iface_stats {
-            mtu,
-            link: match link {
-                LinkType::Ether => 0,
-                LinkType::RawIp => 1,
-            },
-            ..Default::default()
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = match slots.get(&index) {
+            Some(slot) => *slot,
+            None => {
+                let slot = (0..MAX_IFACES as u32)
+                    .find(|s| !slots.values().any(|used| used == s))
+                    .ok_or(Error::TooManyInterfaces(MAX_IFACES))?;
+                self.write_counters(slot, |_| nd_iface_stats::default())?;
+                slots.insert(index, slot);
+                slot
+            }
         };
-        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| Error::Map {
-            map: "iface_stats",
+        // Written every time: idempotent, and it repairs a mapping someone cleared.
+        let maps = &self.skel.maps;
+        let (map, name): (&dyn MapCore, &'static str) = if index < SLOT_ARRAY_IFINDEX {
+            (&maps.iface_slot, "iface_slot")
+        } else {
+            (&maps.iface_slot_big, "iface_slot_big")
+        };
+        map.update(
+            &index.to_ne_bytes(),
+            &(slot + 1).to_ne_bytes(),
+            MapFlags::ANY,
+        )
+        .map_err(|e| Error::Map {
+            map: name,
             source: e,
         })?;
-        let values = vec![encode(&value).to_vec(); cpus];
-        map.update_percpu(&key, &values, MapFlags::NO_EXIST)
-            .map_err(|e| match e.kind() {
-                // A full hash map answers E2BIG.
-                libbpf_rs::ErrorKind::Other if self.attached.len() >= MAX_IFACES - 1 => {
-                    Error::TooManyInterfaces(MAX_IFACES)
-                }
-                _ => Error::Map {
-                    map: "iface_stats",
-                    source: e,
-                },
-            })
+        self.write_counters(slot, |mut v| {
+            v.mtu = mtu;
+            v.link = u32::from(link == LinkType::RawIp);
+            v
+        })
     }
 
-    /// Updates the MTU and link type of a watched interface, keeping its counters.
-    pub fn set_mtu(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
+    /// Rewrites every CPU's counters of `slot` through `change`.
+    fn write_counters(
+        &self,
+        slot: u32,
+        change: impl Fn(nd_iface_stats) -> nd_iface_stats,
+    ) -> Result<()> {
         let map = &self.skel.maps.iface_stats;
-        let key = index.to_ne_bytes();
+        let key = slot.to_ne_bytes();
         let err = |source| Error::Map {
             map: "iface_stats",
             source,
         };
-        let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY).map_err(err)? else {
-            return self.watch(index, mtu, link);
-        };
+        let per_cpu = map
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(err)?
+            .unwrap_or_default();
         let values: Vec<Vec<u8>> = per_cpu
             .iter()
-            .map(|bytes| {
-                let mut v: nd_iface_stats = decode(bytes).unwrap_or_default();
-                v.mtu = mtu;
-                v.link = u32::from(link == LinkType::RawIp);
-                encode(&v).to_vec()
-            })
+            .map(|bytes| encode(&change(decode(bytes).unwrap_or_default())).to_vec())
             .collect();
-        map.update_percpu(&key, &values, MapFlags::EXIST)
-            .map_err(err)
+        map.update_percpu(&key, &values, MapFlags::ANY).map_err(err)
     }
 
     /// Attaches ingress and egress programs to `iface` and starts counting.
@@ -274,7 +282,26 @@ impl<'obj> Dataplane<'obj> {
     /// Detaches from interface `index` and forgets its counters.
     pub fn detach(&mut self, index: u32) {
         self.attached.remove(&index);
-        let _ = self.skel.maps.iface_stats.delete(&index.to_ne_bytes());
+        self.unwatch(index);
+    }
+
+    /// Stops accounting for interface `index` and frees its counter slot (zeroed, so a
+    /// later `watch` starts from nothing). Attachments, if any, stay until `detach`.
+    pub fn unwatch(&self, index: u32) {
+        let removed = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&index);
+        let Some(slot) = removed else { return };
+        let maps = &self.skel.maps;
+        let _ = if index < SLOT_ARRAY_IFINDEX {
+            maps.iface_slot
+                .update(&index.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+        } else {
+            maps.iface_slot_big.delete(&index.to_ne_bytes())
+        };
+        let _ = self.write_counters(slot, |_| nd_iface_stats::default());
     }
 
     /// Hooks in use on interface `index`, if attached.
@@ -284,11 +311,20 @@ impl<'obj> Dataplane<'obj> {
 
     /// Counters of a watched interface, summed over CPUs.
     pub fn counters(&self, index: u32) -> Result<Option<IfaceCounters>> {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&index)
+            .copied();
+        let Some(slot) = slot else {
+            return Ok(None);
+        };
         let per_cpu = self
             .skel
             .maps
             .iface_stats
-            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
+            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
             .map_err(|e| Error::Map {
                 map: "iface_stats",
                 source: e,

@@ -12,6 +12,9 @@
 
 /* Map sizes: fixed, so memory use is known up front (see README "Memory"). */
 #define ND_MAX_IFACES 256
+/* Interfaces with a smaller ifindex find their counters through an array (no hashing on
+ * the hot path); larger ones through a hash. */
+#define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
 #define ND_MAX_PTB 1024
 #define ND_SIZE_BUCKETS 10
@@ -64,9 +67,10 @@ struct nd_dir_stats {
 	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
 };
 
-/* Value of the per-CPU `iface_stats` map, keyed by ifindex. The agent creates the entry
- * (with mtu and link) when it attaches; packets on interfaces without an entry are ignored,
- * so the hot path never allocates. */
+/* Value of the per-CPU `iface_stats` array, indexed by the interface's slot. The agent
+ * assigns the slot (`iface_slot`: ifindex -> slot + 1, 0 = not watched) and writes mtu and
+ * link when it attaches; packets on interfaces without a slot are ignored, so the hot path
+ * never allocates. */
 struct nd_iface_stats {
 	__u32 mtu;
 	__u32 link; /* enum nd_link */

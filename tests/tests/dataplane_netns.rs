@@ -569,9 +569,9 @@ fn forwarded_tcp_retransmissions_follow_loss() -> Result<()> {
     // per-CPU backlogs, and the data plane counts data arriving behind the
     // highest sequence seen. Measured: 1-2 on an idle machine (= iperf3's
     // count); up to 992 of 7.1 M segments (0.014 %, iperf3: 361) while other
-    // test binaries loaded both CPUs. Bound: iperf3's count plus 0.1 % of the
-    // segments.
-    let bound = iperf_retr(&clean) + clean_flow.segments / 1000;
+    // test binaries loaded both CPUs. Bound: iperf3's count plus 0.3 % of the
+    // segments, still far below the >= 1 % the lossy run must show.
+    let bound = iperf_retr(&clean) + clean_flow.segments * 3 / 1000;
     assert!(
         clean_flow.retransmits <= bound,
         "no loss: {} retransmits > bound {bound}: {}",

@@ -39,6 +39,8 @@ use pkt::{Ext, Ipv4, Ipv6, Tcp};
 /// ifindex the kernel gives test-run packets when no context names another device: the
 /// loopback of the current network namespace.
 const LO: u32 = 1;
+/// A second watched ifindex that test runs never report (they always use the loopback).
+const UNWATCHED_PROBE_IFINDEX: u32 = 4242;
 const XDP_PASS: u32 = 2;
 /// tc programs return -1 (TCX_NEXT / TC_ACT_UNSPEC).
 const TC_NEXT: u32 = u32::MAX;
@@ -107,7 +109,6 @@ where
 struct Maps {
     flows: MapHandle,
     ptb_events: MapHandle,
-    iface_stats: MapHandle,
 }
 
 /// The kernel id of one of `dp`'s programs, from its fd's fdinfo ("prog_id:\t<id>").
@@ -142,13 +143,17 @@ impl Maps {
         Ok(Maps {
             flows: take("flows")?,
             ptb_events: take("ptb_events")?,
-            iface_stats: take("iface_stats")?,
         })
     }
 
-    /// Deletes every entry of every map: no interface watched, no flows, no too-big entries.
-    fn clear(&self) -> Result<()> {
-        for map in [&self.flows, &self.ptb_events, &self.iface_stats] {
+    /// Empties the hash maps and unwatches every interface a case may have watched (which
+    /// frees and zeroes its counter slot): no interface watched, no flows, no too-big
+    /// entries.
+    fn clear(&self, dp: &Dataplane<'_>) -> Result<()> {
+        for index in [LO, UNWATCHED_PROBE_IFINDEX] {
+            dp.unwatch(index);
+        }
+        for map in [&self.flows, &self.ptb_events] {
             let keys: Vec<Vec<u8>> = map.keys().collect();
             for key in keys {
                 map.delete(&key)?;
@@ -176,7 +181,7 @@ fn run_cases(options: Options, cases: &[Case]) -> Result<()> {
     let maps = Maps::of(&dp)?;
     let mut failures = Vec::new();
     for (name, watch, case) in cases {
-        maps.clear()?;
+        maps.clear(&dp)?;
         if let Some((mtu, link)) = watch {
             dp.watch(LO, *mtu, *link)?;
         }
@@ -815,14 +820,16 @@ fn hooks_count_loopback_ifindex_in_their_direction(dp: &Dataplane<'_>) -> Result
     if let Ok(idx) = std::fs::read_to_string("/sys/class/net/lo/ifindex") {
         assert_eq!(idx.trim(), "1", "loopback of this namespace");
     }
-    dp.watch(4242, 1500, LinkType::Ether)?;
+    dp.watch(UNWATCHED_PROBE_IFINDEX, 1500, LinkType::Ether)?;
     let mut e = Expect::new(dp);
     let frame = pkt::v4(pkt::UDP, &pkt::udp(5000, 6000, &pkt::data(10)));
     for kind in PROGRAMS {
         e.on(kind);
         e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
         e.check()?;
-        let untouched = dp.counters(4242)?.context("4242 watched")?;
+        let untouched = dp
+            .counters(UNWATCHED_PROBE_IFINDEX)?
+            .context("second interface watched")?;
         assert_eq!(untouched.ingress, zero_dir());
         assert_eq!(untouched.egress, zero_dir());
     }
@@ -2788,8 +2795,8 @@ mod model {
         l3.ok_or(Outcome::Truncated)
     }
 
-    /// Applies one frame (accepted by the kernel) to `d`.
-    pub fn apply(p: &[u8], raw_ip: bool, mtu: u32, d: &mut DirCounters) -> Outcome {
+    /// Applies one frame (accepted by the kernel) to `d`; `xdp` when an XDP program saw it.
+    pub fn apply(p: &[u8], raw_ip: bool, xdp: bool, mtu: u32, d: &mut DirCounters) -> Outcome {
         d.packets += 1;
         d.segments += 1;
         d.bytes += p.len() as u64;
@@ -2811,9 +2818,24 @@ mod model {
         } else {
             frame_l3
         };
+        // Segment size and count; XDP has no GSO metadata, so an oversized TCP frame there
+        // is taken for a GRO aggregate of MTU-sized segments.
+        let (mut seg_len, mut segs) = (ip_len, 1u64);
         // A later fragment carries no transport header.
         if l3.frag != Frag::Later {
             let l4 = &p[l3.l4..];
+            let tcp_ok = l3.proto == 6 && l4.len() >= 20 && l4[12] >> 4 >= 5;
+            if xdp && tcp_ok {
+                let tcp_hdr = u32::from(l4[12] >> 4) * 4;
+                let l4_len = ip_len.saturating_sub(l3.hdr_len);
+                let payload = l4_len.saturating_sub(tcp_hdr);
+                if seg_len > mtu && mtu > l3.hdr_len + tcp_hdr {
+                    let mss = mtu - l3.hdr_len - tcp_hdr;
+                    segs = u64::from(payload.div_ceil(mss).max(1));
+                    seg_len = mtu;
+                    d.segments += segs - 1;
+                }
+            }
             let icmp4 = l3.family == 4 && l3.proto == 1;
             let icmp6 = l3.family == 6 && l3.proto == 58;
             let cut = match l3.proto {
@@ -2832,14 +2854,14 @@ mod model {
                 d.icmp6_packet_too_big += 1;
             }
         }
-        d.size_buckets[bucket(ip_len)] += 1;
+        d.size_buckets[bucket(seg_len)] += segs;
         match l3.frag {
             Frag::First => d.fragments_first += 1,
             Frag::Later => d.fragments_later += 1,
             Frag::None => {}
         }
-        if l3.df && ip_len > mtu {
-            d.df_over_mtu += 1;
+        if l3.df && seg_len > mtu {
+            d.df_over_mtu += segs;
         }
         Outcome::Ip
     }
@@ -3149,7 +3171,13 @@ fn randomised_batch(dp: &Dataplane<'_>, kind: ProgramKind, raw_ip: bool, seed: u
                 assert!(!rejects, "{kind:?} run {i}: accepted {frame:02x?}");
                 assert_eq!(ret, pass_code(kind), "{kind:?} run {i}: {frame:02x?}");
                 accepted += 1;
-                match model::apply(&frame, raw_ip, MTU, &mut want) {
+                match model::apply(
+                    &frame,
+                    raw_ip,
+                    kind == ProgramKind::XdpIngress,
+                    MTU,
+                    &mut want,
+                ) {
                     model::Outcome::Ip => {
                         flow_packets += 1;
                         flow_bytes += frame.len() as u64;
@@ -3183,8 +3211,13 @@ fn randomised_batch(dp: &Dataplane<'_>, kind: ProgramKind, raw_ip: bool, seed: u
         "{kind:?}: mix of {accepted} accepted, {rejected} refused"
     );
     assert_eq!(got.packets, accepted);
-    assert_eq!(got.segments, accepted);
-    let parsed: u64 = got.size_buckets.iter().sum();
+    // Only XDP turns an oversized TCP frame into several (GRO) segments.
+    let extra_segments = got.segments - got.packets;
+    if kind != ProgramKind::XdpIngress {
+        assert_eq!(extra_segments, 0, "{kind:?}: segments beyond packets");
+    }
+    let parsed_segments: u64 = got.size_buckets.iter().sum();
+    let parsed = parsed_segments - extra_segments;
     assert_eq!(
         got.packets,
         got.non_ip + l3_truncated + parsed,

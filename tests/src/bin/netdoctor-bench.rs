@@ -1,0 +1,1503 @@
+//! `netdoctor-bench`: what netdoctor's data plane costs, measured on a veth pair.
+//!
+//! Builds a [`PairTopology`] (`a/eth0` 10.201.0.1 — `b/eth0` 10.201.0.2), runs iperf3 TCP
+//! a→b (one stream, default congestion control) and, round after round, alternates runs
+//! with nothing attached (baseline) and runs with `netdoctor flows` watching one end of the
+//! link in each configuration:
+//!
+//! * `tc`: default on veth (tcx ingress + egress),
+//! * `xdp-generic`: `--ingress xdp --xdp-mode generic` (XDP ingress + tc egress),
+//! * `xdp-native`: `--ingress xdp --xdp-mode native` (veth has native XDP).
+//!
+//! Throughput is compared as medians (single iperf3 runs vary ±10-20 % here). The
+//! per-packet cost comes from the kernel's BPF run-time statistics (`run_cnt`,
+//! `run_time_ns` per program): on this machine the clock reads of that accounting alone cost
+//! ~100 ns per run, so every figure is reported beside the *floor*, the ns/run of empty
+//! programs (`tests/bpf/floor.bpf.c`) on the same hooks, and the data-plane cost is the
+//! difference. tc floors run in the same iperf3 runs, behind netdoctor's programs on the
+//! same tcx hooks; an interface takes only one XDP program, so the XDP floor comes from a
+//! separate run of the same configuration with the empty programs in netdoctor's place
+//! (whose throughput is reported too: it is what XDP itself costs, whatever the program).
+//!
+//! netdoctor's programs are identified by id: the `nd_*` programs whose id appeared after
+//! that netdoctor process started *and* that are attached to the watched interface (other
+//! netdoctor processes on the machine may have `nd_*` programs loaded).
+//!
+//! Statistics are switched on with `BPF_ENABLE_STATS` (the mechanism behind
+//! `kernel.bpf_stats_enabled`): the kernel switches them off again when the benchmark's
+//! descriptor closes, even if it is killed, and the sysctl itself is never written.
+//!
+//! Run as root: `bash .ci/bench [--duration 5] [--rounds 3] [--json] ...`; `--help` lists
+//! the options. Text goes to stdout, progress to stderr; `--json` prints one JSON document.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::OpenObject;
+use netdoctor_lab::{ci, cmd, traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology};
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+
+/// Generated skeleton of `tests/bpf/floor.bpf.c`.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    clippy::unwrap_used,
+    missing_docs,
+    missing_debug_implementations,
+    non_camel_case_types,
+    unsafe_op_in_unsafe_fn
+)]
+mod floor {
+    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+use floor::{FloorSkel, FloorSkelBuilder};
+
+/// Data-plane targets of the foundation issue.
+const TARGET_RATIO: f64 = 0.99;
+const TARGET_NS_ABOVE_FLOOR: f64 = 40.0;
+const IPERF_PORT: u16 = 5201;
+/// Needle netdoctor prints on stderr once its programs are attached.
+const WATCHING: &str = "netdoctor: watching";
+
+/// Set by SIGINT/SIGTERM: stop after the current run and clean up.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: i32) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+// ---------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------
+
+/// Which end of the link netdoctor watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// `b/eth0`: ingress carries the data (GSO super-packets), egress the ACKs.
+    Receiver,
+    /// `a/eth0`: egress carries the data, ingress the ACKs.
+    Sender,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Receiver => "receiver",
+            Side::Sender => "sender",
+        }
+    }
+}
+
+/// A netdoctor configuration under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Config {
+    Tc,
+    XdpGeneric,
+    XdpNative,
+}
+
+impl Config {
+    const ALL: [Config; 3] = [Config::Tc, Config::XdpGeneric, Config::XdpNative];
+
+    fn name(self) -> &'static str {
+        match self {
+            Config::Tc => "tc",
+            Config::XdpGeneric => "xdp-generic",
+            Config::XdpNative => "xdp-native",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Config> {
+        Config::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .with_context(|| format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native)"))
+    }
+
+    /// netdoctor's flags for this configuration (`tc` uses the default, which must pick tc
+    /// on veth; the run checks the hooks netdoctor reports).
+    fn netdoctor_args(self) -> &'static [&'static str] {
+        match self {
+            Config::Tc => &[],
+            Config::XdpGeneric => &["--ingress", "xdp", "--xdp-mode", "generic"],
+            Config::XdpNative => &["--ingress", "xdp", "--xdp-mode", "native"],
+        }
+    }
+
+    /// The ingress hook netdoctor must report (`hooks.ingress`).
+    fn expected_ingress(self) -> &'static str {
+        match self {
+            Config::Tc => "tc",
+            Config::XdpGeneric => "xdp-generic",
+            Config::XdpNative => "xdp-native",
+        }
+    }
+
+    /// XDP attach flags of the empty XDP program standing in for netdoctor's.
+    fn xdp_flags(self) -> Option<u32> {
+        match self {
+            Config::Tc => None,
+            Config::XdpGeneric => Some(libbpf_sys::XDP_FLAGS_SKB_MODE),
+            Config::XdpNative => Some(libbpf_sys::XDP_FLAGS_DRV_MODE),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Config::Tc => "netdoctor tc in+out (default)",
+            Config::XdpGeneric => "netdoctor xdp-generic in + tc out",
+            Config::XdpNative => "netdoctor xdp-native in + tc out",
+        }
+    }
+
+    fn describe_floor(self) -> &'static str {
+        match self {
+            Config::Tc => "empty tc in+out",
+            Config::XdpGeneric => "empty xdp-generic in + tc out",
+            Config::XdpNative => "empty xdp-native in + tc out",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    duration: u32,
+    rounds: u32,
+    parallel: u32,
+    parallel_duration: u32,
+    json: bool,
+    netdoctor: PathBuf,
+    side: Side,
+    configs: Vec<Config>,
+}
+
+const USAGE: &str = "\
+netdoctor-bench: throughput and per-packet cost of netdoctor's data plane on a veth pair
+
+USAGE: netdoctor-bench [OPTIONS]   (root; build first: cargo build --release -p netdoctor)
+
+OPTIONS:
+  --duration SECS           iperf3 time per run (default 5)
+  --rounds N                alternations of baseline and attached runs (default 3)
+  --parallel N              streams of the extra many-flows tc run, 0 skips it (default 8)
+  --parallel-duration SECS  iperf3 time of that run (default 3)
+  --side receiver|sender    end netdoctor watches: b/eth0 (receiver, default: ingress sees
+                            the data, so XDP handles GSO super-packets) or a/eth0 (sender)
+  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native (default all)
+  --netdoctor PATH          netdoctor binary (default: next to this binary)
+  --json                    print one JSON document instead of the text report
+  -h, --help                this text
+";
+
+fn parse_args() -> Result<Option<Args>> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut args = Args {
+        duration: 5,
+        rounds: 3,
+        parallel: 8,
+        parallel_duration: 3,
+        json: false,
+        netdoctor: exe_dir.join("netdoctor"),
+        side: Side::Receiver,
+        configs: Config::ALL.to_vec(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = || -> Result<String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it.next().with_context(|| format!("{flag} needs a value")),
+            }
+        };
+        let number = |v: String| -> Result<u32> {
+            v.parse::<u32>()
+                .with_context(|| format!("{flag}: {v:?} is not a whole number"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(None);
+            }
+            "--duration" => args.duration = number(value()?)?,
+            "--rounds" => args.rounds = number(value()?)?,
+            "--parallel" => args.parallel = number(value()?)?,
+            "--parallel-duration" => args.parallel_duration = number(value()?)?,
+            "--json" => args.json = true,
+            "--netdoctor" => args.netdoctor = PathBuf::from(value()?),
+            "--side" => {
+                args.side = match value()?.as_str() {
+                    "receiver" => Side::Receiver,
+                    "sender" => Side::Sender,
+                    other => bail!("--side: {other:?} is neither receiver nor sender"),
+                }
+            }
+            "--configs" => {
+                args.configs = value()?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(Config::parse)
+                    .collect::<Result<_>>()?;
+            }
+            other => bail!("unknown argument {other:?}; see --help"),
+        }
+    }
+    ensure!(args.duration >= 1, "--duration must be at least 1 s");
+    ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    ensure!(
+        args.parallel == 0 || args.parallel_duration >= 1,
+        "--parallel-duration must be at least 1 s"
+    );
+    Ok(Some(args))
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel plumbing: stats, links, queries
+// ---------------------------------------------------------------------------------------
+
+/// BPF run-time statistics, on while this descriptor is open (`BPF_ENABLE_STATS`).
+#[derive(Debug)]
+struct StatsGuard {
+    _fd: OwnedFd,
+}
+
+impl StatsGuard {
+    fn enable() -> Result<StatsGuard> {
+        // SAFETY: plain syscall wrapper without pointer arguments.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(-fd)).context("BPF_ENABLE_STATS");
+        }
+        // SAFETY: bpf_enable_stats returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(StatsGuard { _fd: fd })
+    }
+}
+
+/// Creates a BPF link (XDP or tcx) on `ifindex` of the calling thread's namespace.
+fn link_create(prog_fd: RawFd, ifindex: u32, attach_type: u32, flags: u32) -> io::Result<OwnedFd> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
+    // SAFETY: `prog_fd` is a loaded program kept open by the caller for the duration of the
+    // call, and `opts` is a fully initialised options struct whose `sz` matches our libbpf.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, target, attach_type, &opts) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: bpf_link_create returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Ids of the programs on a tcx hook of `ifindex`, in chain order.
+fn tcx_prog_ids(ifindex: u32, attach_type: u32) -> io::Result<Vec<u32>> {
+    let mut ids = [0u32; 64];
+    let mut opts = libbpf_sys::bpf_prog_query_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_prog_query_opts>() as _,
+        prog_ids: ids.as_mut_ptr(),
+        ..Default::default()
+    };
+    opts.__bindgen_anon_1.prog_cnt = ids.len() as u32;
+    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
+    // SAFETY: `opts.prog_ids` points at `ids`, which holds `prog_cnt` entries and outlives
+    // the call; `opts` is otherwise zero-initialised with a matching `sz`.
+    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(target, attach_type, &mut opts) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    // SAFETY: both union members are the same `u32`; the kernel wrote the count.
+    let n = unsafe { opts.__bindgen_anon_1.prog_cnt } as usize;
+    Ok(ids[..n.min(ids.len())].to_vec())
+}
+
+/// The XDP program attached to `ifindex` in any mode (0 for none).
+fn xdp_prog_id(ifindex: u32) -> io::Result<u32> {
+    let mut opts = libbpf_sys::bpf_xdp_query_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _,
+        ..Default::default()
+    };
+    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
+    // SAFETY: `opts` is a valid, initialised options struct that outlives the call.
+    let rc = unsafe { libbpf_sys::bpf_xdp_query(target, 0, &mut opts) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok([opts.prog_id, opts.drv_prog_id, opts.skb_prog_id]
+        .into_iter()
+        .find(|&id| id != 0)
+        .unwrap_or(0))
+}
+
+/// Program ids attached to one interface.
+#[derive(Debug, Clone, Default)]
+struct HookIds {
+    xdp: u32,
+    tc_in: Vec<u32>,
+    tc_out: Vec<u32>,
+}
+
+impl HookIds {
+    fn contains(&self, id: u32) -> bool {
+        self.xdp == id || self.tc_in.contains(&id) || self.tc_out.contains(&id)
+    }
+}
+
+fn query_hooks(ns: &Netns, ifindex: u32) -> Result<HookIds> {
+    ns.run_in(move || -> io::Result<HookIds> {
+        Ok(HookIds {
+            xdp: xdp_prog_id(ifindex)?,
+            tc_in: tcx_prog_ids(ifindex, libbpf_sys::BPF_TCX_INGRESS)?,
+            tc_out: tcx_prog_ids(ifindex, libbpf_sys::BPF_TCX_EGRESS)?,
+        })
+    })?
+    .context("querying the programs attached to the watched interface")
+}
+
+/// One program's cumulative statistics.
+#[derive(Debug, Clone)]
+struct ProgStat {
+    name: String,
+    run_cnt: u64,
+    run_time_ns: u64,
+}
+
+/// Names and statistics of every loaded program.
+fn all_programs() -> HashMap<u32, ProgStat> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| {
+            (
+                p.id,
+                ProgStat {
+                    name: p.name.to_string_lossy().into_owned(),
+                    run_cnt: p.run_cnt,
+                    run_time_ns: p.run_time_ns,
+                },
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Runs
+// ---------------------------------------------------------------------------------------
+
+/// Hook a measured program runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Hook {
+    Xdp,
+    TcIn,
+    TcOut,
+}
+
+impl Hook {
+    fn name(self) -> &'static str {
+        match self {
+            Hook::Xdp => "xdp",
+            Hook::TcIn => "tc-in",
+            Hook::TcOut => "tc-out",
+        }
+    }
+
+    fn from_netdoctor_name(name: &str) -> Option<Hook> {
+        match name {
+            "nd_xdp_ingress" => Some(Hook::Xdp),
+            "nd_tc_ingress" => Some(Hook::TcIn),
+            "nd_tc_egress" => Some(Hook::TcOut),
+            _ => None,
+        }
+    }
+
+    fn ingress(self) -> bool {
+        self != Hook::TcOut
+    }
+}
+
+/// Whose program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Netdoctor,
+    Floor,
+}
+
+/// What a run has attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Baseline,
+    /// netdoctor in this configuration, plus the empty tc programs behind it.
+    Netdoctor(Config),
+    /// Only the empty programs, in the configuration's hook layout (XDP floor runs).
+    Floor(Config),
+}
+
+impl Kind {
+    fn label(self) -> String {
+        match self {
+            Kind::Baseline => "baseline".into(),
+            Kind::Netdoctor(c) => c.name().into(),
+            Kind::Floor(c) => format!("floor-{}", c.name()),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Baseline => "baseline (nothing attached)",
+            Kind::Netdoctor(c) => c.describe(),
+            Kind::Floor(c) => c.describe_floor(),
+        }
+    }
+}
+
+/// One program measured over one iperf3 run.
+#[derive(Debug, Clone)]
+struct ProgRun {
+    role: Role,
+    hook: Hook,
+    name: String,
+    id: u32,
+    runs: u64,
+    run_time_ns: u64,
+}
+
+impl ProgRun {
+    fn ns_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
+    }
+}
+
+/// Packets and segments one direction of netdoctor's counters saw.
+#[derive(Debug, Clone, Copy, Default)]
+struct DirCount {
+    packets: u64,
+    segments: u64,
+}
+
+impl DirCount {
+    fn from_json(v: &Value) -> DirCount {
+        let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        DirCount {
+            packets: u("packets"),
+            segments: u("segments"),
+        }
+    }
+
+    fn segments_per_packet(self) -> Option<f64> {
+        (self.packets > 0).then(|| self.segments as f64 / self.packets as f64)
+    }
+}
+
+/// The result of one iperf3 run.
+#[derive(Debug, Clone)]
+struct Run {
+    kind: Kind,
+    round: u32,
+    parallel: u32,
+    /// iperf3 test length.
+    secs: u32,
+    /// Wall-clock time of the whole run (netdoctor start and stop included).
+    duration_s: f64,
+    gbps: f64,
+    retransmits: Option<u64>,
+    programs: Vec<ProgRun>,
+    /// `counters.ingress` / `counters.egress` of netdoctor's JSON report.
+    counters: Option<(DirCount, DirCount)>,
+    flows_total: Option<u64>,
+    /// The hooks netdoctor reported (`hooks.ingress`).
+    ingress_hook: Option<String>,
+}
+
+impl Run {
+    fn prog(&self, role: Role, hook: Hook) -> Option<&ProgRun> {
+        self.programs
+            .iter()
+            .find(|p| p.role == role && p.hook == hook)
+    }
+
+    fn segments_per_run(&self, hook: Hook) -> Option<f64> {
+        let (ingress, egress) = self.counters?;
+        if hook.ingress() {
+            ingress.segments_per_packet()
+        } else {
+            egress.segments_per_packet()
+        }
+    }
+}
+
+/// The empty programs, loaded once; attached per run.
+struct Floor<'obj> {
+    skel: FloorSkel<'obj>,
+    xdp_id: u32,
+    tc_in_id: u32,
+    tc_out_id: u32,
+}
+
+impl std::fmt::Debug for Floor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Floor")
+            .field("xdp_id", &self.xdp_id)
+            .field("tc_in_id", &self.tc_in_id)
+            .field("tc_out_id", &self.tc_out_id)
+            .finish()
+    }
+}
+
+impl<'obj> Floor<'obj> {
+    fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Floor<'obj>> {
+        let open = FloorSkelBuilder::default()
+            .open(storage)
+            .context("opening the floor programs")?;
+        let skel = open.load().context("loading the floor programs")?;
+        let id = |fd| libbpf_rs::Program::id_from_fd(fd).context("floor program id");
+        Ok(Floor {
+            xdp_id: id(skel.progs.floor_xdp.as_fd())?,
+            tc_in_id: id(skel.progs.floor_tc_in.as_fd())?,
+            tc_out_id: id(skel.progs.floor_tc_out.as_fd())?,
+            skel,
+        })
+    }
+
+    fn id(&self, hook: Hook) -> u32 {
+        match hook {
+            Hook::Xdp => self.xdp_id,
+            Hook::TcIn => self.tc_in_id,
+            Hook::TcOut => self.tc_out_id,
+        }
+    }
+
+    /// Attaches the empty programs on `hooks` of the watched interface; they stay attached
+    /// while the returned descriptors are open. tcx appends them behind what is there.
+    fn attach(
+        &self,
+        ns: &Netns,
+        ifindex: u32,
+        hooks: &[Hook],
+        xdp_flags: u32,
+    ) -> Result<Vec<OwnedFd>> {
+        let plan: Vec<(RawFd, u32, u32, &'static str)> = hooks
+            .iter()
+            .map(|h| match h {
+                Hook::Xdp => (
+                    self.skel.progs.floor_xdp.as_fd().as_raw_fd(),
+                    libbpf_sys::BPF_XDP,
+                    xdp_flags,
+                    "xdp",
+                ),
+                Hook::TcIn => (
+                    self.skel.progs.floor_tc_in.as_fd().as_raw_fd(),
+                    libbpf_sys::BPF_TCX_INGRESS,
+                    0,
+                    "tcx ingress",
+                ),
+                Hook::TcOut => (
+                    self.skel.progs.floor_tc_out.as_fd().as_raw_fd(),
+                    libbpf_sys::BPF_TCX_EGRESS,
+                    0,
+                    "tcx egress",
+                ),
+            })
+            .collect();
+        // The descriptors in `plan` belong to `self.skel`, which outlives this call.
+        ns.run_in(move || -> Result<Vec<OwnedFd>> {
+            plan.iter()
+                .map(|&(fd, attach_type, flags, what)| {
+                    link_create(fd, ifindex, attach_type, flags)
+                        .with_context(|| format!("attaching the empty {what} program"))
+                })
+                .collect()
+        })?
+    }
+}
+
+/// The lab: topology, iperf3 server, watched interface.
+struct Lab {
+    topo: PairTopology,
+    _server: Iperf3Server,
+    side: Side,
+    ifindex: u32,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab")
+            .field("side", &self.side)
+            .field("ifindex", &self.ifindex)
+            .finish()
+    }
+}
+
+impl Lab {
+    fn new(side: Side) -> Result<Lab> {
+        let topo = PairTopology::new(1500)?;
+        let server = Iperf3Server::start(&topo.b, IPERF_PORT)?;
+        let watched = match side {
+            Side::Receiver => &topo.b,
+            Side::Sender => &topo.a,
+        };
+        let json = watched.ip(&["-j", "link", "show", "dev", PairTopology::IFNAME])?;
+        let v: Value = serde_json::from_str(&json).context("parsing `ip -j link show`")?;
+        let ifindex = v
+            .get(0)
+            .and_then(|l| l.get("ifindex"))
+            .and_then(Value::as_u64)
+            .and_then(|i| u32::try_from(i).ok())
+            .with_context(|| format!("no ifindex in {json}"))?;
+        Ok(Lab {
+            topo,
+            _server: server,
+            side,
+            ifindex,
+        })
+    }
+
+    fn watched(&self) -> &Netns {
+        match self.side {
+            Side::Receiver => &self.topo.b,
+            Side::Sender => &self.topo.a,
+        }
+    }
+
+    fn iperf(&self, secs: u32, parallel: u32) -> Result<traffic::Iperf3Report> {
+        let mut opts = Iperf3Opts::new(PairTopology::B_IP);
+        opts.port = IPERF_PORT;
+        opts.duration_secs = secs;
+        opts.parallel = parallel;
+        traffic::iperf3_client(&self.topo.a, &opts)
+    }
+}
+
+/// Statistics deltas of `ids` around `f`.
+fn measure<T>(
+    ids: &[(Role, Hook, u32)],
+    f: impl FnOnce() -> Result<T>,
+) -> Result<(T, Vec<ProgRun>)> {
+    let before = all_programs();
+    let out = f()?;
+    let after = all_programs();
+    let mut progs = Vec::new();
+    for &(role, hook, id) in ids {
+        let (Some(b), Some(a)) = (before.get(&id), after.get(&id)) else {
+            bail!("program {id} vanished during the run");
+        };
+        progs.push(ProgRun {
+            role,
+            hook,
+            name: a.name.clone(),
+            id,
+            runs: a.run_cnt.saturating_sub(b.run_cnt),
+            run_time_ns: a.run_time_ns.saturating_sub(b.run_time_ns),
+        });
+    }
+    Ok((out, progs))
+}
+
+/// Starts `netdoctor flows` on the watched interface and finds its attached programs.
+fn start_netdoctor(
+    lab: &Lab,
+    netdoctor: &str,
+    config: Config,
+) -> Result<(BgProcess, Vec<(Hook, u32)>)> {
+    let known: HashSet<u32> = all_programs().into_keys().collect();
+    let mut argv = vec![
+        netdoctor,
+        "flows",
+        PairTopology::IFNAME,
+        "--duration",
+        "10m",
+        "--json",
+        "--top",
+        "0",
+    ];
+    argv.extend_from_slice(config.netdoctor_args());
+    let mut nd = lab.watched().spawn(&argv)?;
+    nd.wait_for_output(WATCHING, Duration::from_secs(30))
+        .context("netdoctor did not attach")?;
+    let attached = query_hooks(lab.watched(), lab.ifindex)?;
+    let mut found: Vec<(Hook, u32)> = all_programs()
+        .into_iter()
+        .filter(|(id, _)| !known.contains(id) && attached.contains(*id))
+        .filter_map(|(id, p)| Hook::from_netdoctor_name(&p.name).map(|h| (h, id)))
+        .collect();
+    found.sort();
+    let hooks: Vec<Hook> = found.iter().map(|(h, _)| *h).collect();
+    let want: &[Hook] = match config {
+        Config::Tc => &[Hook::TcIn, Hook::TcOut],
+        Config::XdpGeneric | Config::XdpNative => &[Hook::Xdp, Hook::TcOut],
+    };
+    ensure!(
+        hooks == want,
+        "expected netdoctor's new programs on {want:?} of the watched interface, found {found:?} \
+         (attached: {attached:?}); netdoctor stderr: {}",
+        nd.stderr().unwrap_or_default().trim()
+    );
+    Ok((nd, found))
+}
+
+/// Stops netdoctor (SIGINT: it reports what it saw) and parses its JSON report.
+fn finish_netdoctor(mut nd: BgProcess) -> Result<Value> {
+    nd.signal(Signal::SIGINT)?;
+    let status = nd.wait_timeout(Duration::from_secs(20))?;
+    let stdout = nd.stdout()?;
+    ensure!(
+        status.success(),
+        "netdoctor exited with {status}; stderr: {}",
+        nd.stderr().unwrap_or_default().trim()
+    );
+    serde_json::from_str(&stdout)
+        .with_context(|| format!("netdoctor's output is not JSON: {stdout}"))
+}
+
+fn run_once(
+    lab: &Lab,
+    floor: &Floor<'_>,
+    netdoctor: &str,
+    kind: Kind,
+    round: u32,
+    secs: u32,
+    parallel: u32,
+) -> Result<Run> {
+    if STOP.load(Ordering::SeqCst) {
+        bail!("interrupted");
+    }
+    let mut run = Run {
+        kind,
+        round,
+        parallel,
+        secs,
+        duration_s: 0.0,
+        gbps: 0.0,
+        retransmits: None,
+        programs: Vec::new(),
+        counters: None,
+        flows_total: None,
+        ingress_hook: None,
+    };
+    let started = Instant::now();
+    let report = match kind {
+        Kind::Baseline => lab.iperf(secs, parallel)?,
+        Kind::Netdoctor(config) => {
+            let (nd, found) = start_netdoctor(lab, netdoctor, config)?;
+            let floor_hooks: Vec<Hook> = found
+                .iter()
+                .map(|(h, _)| *h)
+                .filter(|h| *h != Hook::Xdp)
+                .collect();
+            let links = floor.attach(lab.watched(), lab.ifindex, &floor_hooks, 0)?;
+            let mut ids: Vec<(Role, Hook, u32)> = found
+                .iter()
+                .map(|&(h, id)| (Role::Netdoctor, h, id))
+                .collect();
+            ids.extend(floor_hooks.iter().map(|&h| (Role::Floor, h, floor.id(h))));
+            let (report, progs) = measure(&ids, || lab.iperf(secs, parallel))?;
+            drop(links);
+            let json = finish_netdoctor(nd)?;
+            let counters = json.get("counters").cloned().unwrap_or(Value::Null);
+            run.counters = Some((
+                DirCount::from_json(&counters["ingress"]),
+                DirCount::from_json(&counters["egress"]),
+            ));
+            run.flows_total = json.get("flows_total").and_then(Value::as_u64);
+            let ingress = json["hooks"]["ingress"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            ensure!(
+                ingress == config.expected_ingress(),
+                "netdoctor used ingress hook {ingress:?}, expected {:?}",
+                config.expected_ingress()
+            );
+            run.ingress_hook = Some(ingress);
+            run.programs = progs;
+            report
+        }
+        Kind::Floor(config) => {
+            let hooks: &[Hook] = match config {
+                Config::Tc => &[Hook::TcIn, Hook::TcOut],
+                Config::XdpGeneric | Config::XdpNative => &[Hook::Xdp, Hook::TcOut],
+            };
+            let links = floor.attach(
+                lab.watched(),
+                lab.ifindex,
+                hooks,
+                config.xdp_flags().unwrap_or(0),
+            )?;
+            let ids: Vec<(Role, Hook, u32)> = hooks
+                .iter()
+                .map(|&h| (Role::Floor, h, floor.id(h)))
+                .collect();
+            let (report, progs) = measure(&ids, || lab.iperf(secs, parallel))?;
+            drop(links);
+            run.programs = progs;
+            report
+        }
+    };
+    run.duration_s = started.elapsed().as_secs_f64();
+    run.gbps = report.received_bits_per_second / 1e9;
+    run.retransmits = report.retransmits;
+    Ok(run)
+}
+
+fn progress(run: &Run, total: usize, done: usize) {
+    let mut line = format!(
+        "[{done:>2}/{total}] round {} {:<20} {:>6.2} Gbit/s",
+        run.round + 1,
+        if run.parallel > 1 {
+            format!("{} -P {}", run.kind.label(), run.parallel)
+        } else {
+            run.kind.label()
+        },
+        run.gbps
+    );
+    for p in &run.programs {
+        let who = match p.role {
+            Role::Netdoctor => "nd",
+            Role::Floor => "floor",
+        };
+        match p.ns_per_run() {
+            Some(ns) => line.push_str(&format!("  {who} {} {ns:.0} ns/run", p.hook.name())),
+            None => line.push_str(&format!("  {who} {} no runs", p.hook.name())),
+        }
+    }
+    eprintln!("{line}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Summary
+// ---------------------------------------------------------------------------------------
+
+fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn min_max(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        })
+}
+
+#[derive(Debug, Clone)]
+struct ThroughputRow {
+    kind: Kind,
+    parallel: u32,
+    runs: Vec<f64>,
+    median: f64,
+    ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct ProgRow {
+    config: Config,
+    parallel: u32,
+    hook: Hook,
+    name: String,
+    ns: Vec<f64>,
+    floor_ns: Vec<f64>,
+    median_ns: Option<f64>,
+    median_floor: Option<f64>,
+    /// Median over runs of (netdoctor − floor) when both come from the same run, else the
+    /// difference of the medians.
+    above_floor: Option<f64>,
+    floor_same_run: bool,
+    runs_per_s: Option<f64>,
+    segments_per_run: Option<f64>,
+}
+
+fn throughput_rows(runs: &[Run], parallel: u32) -> Vec<ThroughputRow> {
+    let mut kinds: Vec<Kind> = Vec::new();
+    for r in runs.iter().filter(|r| r.parallel == parallel) {
+        if !kinds.contains(&r.kind) {
+            kinds.push(r.kind);
+        }
+    }
+    let gbps = |k: Kind| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| r.kind == k && r.parallel == parallel)
+            .map(|r| r.gbps)
+            .collect()
+    };
+    let base = median(&gbps(Kind::Baseline));
+    kinds
+        .into_iter()
+        .filter_map(|k| {
+            let v = gbps(k);
+            let m = median(&v)?;
+            Some(ThroughputRow {
+                kind: k,
+                parallel,
+                median: m,
+                ratio: base
+                    .filter(|b| *b > 0.0 && k != Kind::Baseline)
+                    .map(|b| m / b),
+                runs: v,
+            })
+        })
+        .collect()
+}
+
+fn prog_rows(runs: &[Run], parallel: u32, configs: &[Config]) -> Vec<ProgRow> {
+    let mut rows = Vec::new();
+    for &config in configs {
+        let nd_runs: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.kind == Kind::Netdoctor(config) && r.parallel == parallel)
+            .collect();
+        if nd_runs.is_empty() {
+            continue;
+        }
+        let floor_runs: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.kind == Kind::Floor(config) && r.parallel == parallel)
+            .collect();
+        let mut hooks: Vec<Hook> = nd_runs
+            .iter()
+            .flat_map(|r| {
+                r.programs
+                    .iter()
+                    .filter(|p| p.role == Role::Netdoctor)
+                    .map(|p| p.hook)
+            })
+            .collect();
+        hooks.sort();
+        hooks.dedup();
+        for hook in hooks {
+            let ns: Vec<f64> = nd_runs
+                .iter()
+                .filter_map(|r| r.prog(Role::Netdoctor, hook)?.ns_per_run())
+                .collect();
+            let same_run = nd_runs.iter().any(|r| r.prog(Role::Floor, hook).is_some());
+            let (floor_ns, above): (Vec<f64>, Option<f64>) = if same_run {
+                let floor_ns: Vec<f64> = nd_runs
+                    .iter()
+                    .filter_map(|r| r.prog(Role::Floor, hook)?.ns_per_run())
+                    .collect();
+                let diffs: Vec<f64> = nd_runs
+                    .iter()
+                    .filter_map(|r| {
+                        Some(
+                            r.prog(Role::Netdoctor, hook)?.ns_per_run()?
+                                - r.prog(Role::Floor, hook)?.ns_per_run()?,
+                        )
+                    })
+                    .collect();
+                (floor_ns, median(&diffs))
+            } else {
+                let floor_ns: Vec<f64> = floor_runs
+                    .iter()
+                    .filter_map(|r| r.prog(Role::Floor, hook)?.ns_per_run())
+                    .collect();
+                let above = median(&ns).zip(median(&floor_ns)).map(|(a, b)| a - b);
+                (floor_ns, above)
+            };
+            let rates: Vec<f64> = nd_runs
+                .iter()
+                .filter_map(|r| {
+                    let p = r.prog(Role::Netdoctor, hook)?;
+                    (r.secs > 0).then(|| p.runs as f64 / f64::from(r.secs))
+                })
+                .collect();
+            let segs: Vec<f64> = nd_runs
+                .iter()
+                .filter_map(|r| r.segments_per_run(hook))
+                .collect();
+            let name = nd_runs
+                .iter()
+                .find_map(|r| r.prog(Role::Netdoctor, hook).map(|p| p.name.clone()))
+                .unwrap_or_default();
+            rows.push(ProgRow {
+                config,
+                parallel,
+                hook,
+                name,
+                median_ns: median(&ns),
+                median_floor: median(&floor_ns),
+                above_floor: above,
+                floor_same_run: same_run,
+                runs_per_s: median(&rates),
+                segments_per_run: median(&segs),
+                ns,
+                floor_ns,
+            });
+        }
+    }
+    rows
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct Machine {
+    kernel: String,
+    cpu: String,
+    cores: usize,
+    date: String,
+    loadavg_start: String,
+    loadavg_end: String,
+    bpf_stats_sysctl: String,
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, m)| m.trim().to_owned())
+        .unwrap_or_else(|| "?".into());
+    let cores = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(0);
+    let date = cmd::host_run(&["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into());
+    Machine {
+        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        cpu,
+        cores,
+        date,
+        loadavg_start: loadavg(),
+        loadavg_end: String::new(),
+        bpf_stats_sysctl: read_trim("/proc/sys/kernel/bpf_stats_enabled"),
+    }
+}
+
+fn loadavg() -> String {
+    read_trim("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+    v.map(|x| format!("{x:.decimals$}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn side_text(side: Side) -> &'static str {
+    match side {
+        Side::Receiver => {
+            "b/eth0, the receiver: ingress (tc or XDP) sees the data as GSO super-packets, egress the ACKs"
+        }
+        Side::Sender => {
+            "a/eth0, the sender: egress sees the data as GSO super-packets, ingress (tc or XDP) the ACKs"
+        }
+    }
+}
+
+struct Report<'a> {
+    args: &'a Args,
+    machine: Machine,
+    cc: String,
+    runs: Vec<Run>,
+}
+
+impl Report<'_> {
+    fn print_text(&self) {
+        let a = self.args;
+        let m = &self.machine;
+        println!("netdoctor-bench — data-plane cost of netdoctor on a veth pair");
+        println!(
+            "machine: kernel {} | CPU {} | {} cores | {} | load avg {} (start) / {} (end)",
+            m.kernel, m.cpu, m.cores, m.date, m.loadavg_start, m.loadavg_end
+        );
+        println!(
+            "traffic: iperf3 TCP a→b, 1 stream, cc {}, {} s per run, {} rounds (baseline runs alternate with attached runs)",
+            self.cc, a.duration, a.rounds
+        );
+        let load1 = m
+            .loadavg_start
+            .split_whitespace()
+            .next()
+            .and_then(|l| l.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if load1 > 1.0 {
+            println!(
+                "warning: the machine was busy before the benchmark started (1-min load {load1:.1} on {} cores):",
+                m.cores
+            );
+            println!("         other processes compete with iperf3 and evict caches; expect noisy figures");
+        }
+        println!("watched: {}", side_text(a.side));
+        println!(
+            "stats:   BPF_ENABLE_STATS held for the whole benchmark (kernel.bpf_stats_enabled was {} and is not written)",
+            m.bpf_stats_sysctl
+        );
+        println!("floor:   empty programs (tests/bpf/floor.bpf.c, same sections and return codes as netdoctor's):");
+        println!("         tc  — attached behind netdoctor's programs on the same tcx hooks in the same runs;");
+        println!("         xdp — one XDP program per interface, so measured in separate runs of the same");
+        println!("               configuration (same interface, same mode) with the empty programs in netdoctor's place");
+        println!();
+
+        println!(
+            "Throughput, iperf3 1 stream (Gbit/s; median [min..max] of n runs; ratio = median / baseline median; target ≥ {:.0} %)",
+            TARGET_RATIO * 100.0
+        );
+        for row in throughput_rows(&self.runs, 1) {
+            let (lo, hi) = min_max(&row.runs);
+            let ratio = match (row.kind, row.ratio) {
+                (Kind::Netdoctor(_), Some(r)) => {
+                    format!("{:6.1} %  {}", r * 100.0, verdict(r >= TARGET_RATIO))
+                }
+                (_, Some(r)) => format!("{:6.1} %", r * 100.0),
+                (_, None) => String::new(),
+            };
+            println!(
+                "  {:<34} {:>6.2} [{:.2}..{:.2}] n={}  {ratio}",
+                row.kind.describe(),
+                row.median,
+                lo,
+                hi,
+                row.runs.len()
+            );
+        }
+        println!("  (attached runs also carry the empty tc programs and BPF statistics; ratios are pessimistic)");
+        println!();
+
+        println!(
+            "Per-program cost (ns per run; median over rounds; Δ = netdoctor − floor; target Δ ≤ {TARGET_NS_ABOVE_FLOOR:.0} ns)"
+        );
+        println!(
+            "  {:<12} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} per-round netdoctor / floor",
+            "config", "program", "runs/s", "seg/run", "netdoctor", "floor", "Δ", "target"
+        );
+        let print_rows = |rows: Vec<ProgRow>| {
+            for r in rows {
+                let target = r
+                    .above_floor
+                    .map(|d| verdict(d <= TARGET_NS_ABOVE_FLOOR))
+                    .unwrap_or("–");
+                let per_round = format!(
+                    "{} / {}{}",
+                    r.ns.iter()
+                        .map(|v| format!("{v:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    r.floor_ns
+                        .iter()
+                        .map(|v| format!("{v:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    if r.floor_same_run {
+                        ""
+                    } else {
+                        " (floor runs)"
+                    }
+                );
+                let config = if r.parallel > 1 {
+                    format!("{} -P {}", r.config.name(), r.parallel)
+                } else {
+                    r.config.name().to_owned()
+                };
+                println!(
+                    "  {:<12} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} {per_round}",
+                    config,
+                    r.name,
+                    fmt_opt(r.runs_per_s, 0),
+                    fmt_opt(r.segments_per_run, 1),
+                    fmt_opt(r.median_ns, 1),
+                    fmt_opt(r.median_floor, 1),
+                    fmt_opt(r.above_floor, 1),
+                    target,
+                );
+            }
+        };
+        print_rows(prog_rows(&self.runs, 1, &a.configs));
+        if a.parallel > 1 {
+            print_rows(prog_rows(&self.runs, a.parallel, &[Config::Tc]));
+        }
+        println!("  seg/run: wire segments per program run from netdoctor's own counters (counters.<dir>.segments / packets);");
+        println!("           XDP cannot see gso_segs, so it counts every frame as one segment.");
+        if a.parallel > 1 {
+            println!();
+            println!(
+                "Many flows: iperf3 -P {} for {} s, tc configuration (one run each)",
+                a.parallel, a.parallel_duration
+            );
+            for row in throughput_rows(&self.runs, a.parallel) {
+                let ratio = row
+                    .ratio
+                    .map(|r| format!("  {:.1} % of baseline", r * 100.0))
+                    .unwrap_or_default();
+                println!(
+                    "  {:<34} {:>6.2} Gbit/s{ratio}",
+                    row.kind.describe(),
+                    row.median
+                );
+            }
+            if let Some(flows) = self
+                .runs
+                .iter()
+                .filter(|r| r.parallel == a.parallel)
+                .find_map(|r| r.flows_total)
+            {
+                println!("  flow-table entries on the watched interface: {flows}");
+            }
+        }
+    }
+
+    fn json(&self) -> Value {
+        let a = self.args;
+        let m = &self.machine;
+        let prog_json = |r: &ProgRow| {
+            json!({
+                "config": r.config.name(),
+                "parallel": r.parallel,
+                "hook": r.hook.name(),
+                "program": r.name,
+                "runs_per_s": r.runs_per_s,
+                "segments_per_run": r.segments_per_run,
+                "ns_per_run": r.median_ns,
+                "floor_ns_per_run": r.median_floor,
+                "ns_above_floor": r.above_floor,
+                "floor_measured": if r.floor_same_run { "same runs, same hook" } else { "separate runs, same configuration" },
+                "ns_per_run_by_round": r.ns,
+                "floor_ns_per_run_by_round": r.floor_ns,
+                "target_met": r.above_floor.map(|d| d <= TARGET_NS_ABOVE_FLOOR),
+            })
+        };
+        let tp_json = |r: &ThroughputRow| {
+            json!({
+                "case": r.kind.label(),
+                "description": r.kind.describe(),
+                "parallel": r.parallel,
+                "median_gbps": r.median,
+                "gbps_by_run": r.runs,
+                "ratio_vs_baseline": r.ratio,
+                "target_met": match r.kind {
+                    Kind::Netdoctor(_) => r.ratio.map(|x| x >= TARGET_RATIO),
+                    _ => None,
+                },
+            })
+        };
+        let mut programs: Vec<Value> = prog_rows(&self.runs, 1, &a.configs)
+            .iter()
+            .map(prog_json)
+            .collect();
+        let mut throughput: Vec<Value> =
+            throughput_rows(&self.runs, 1).iter().map(tp_json).collect();
+        if a.parallel > 1 {
+            programs.extend(
+                prog_rows(&self.runs, a.parallel, &[Config::Tc])
+                    .iter()
+                    .map(prog_json),
+            );
+            throughput.extend(throughput_rows(&self.runs, a.parallel).iter().map(tp_json));
+        }
+        let runs: Vec<Value> = self
+            .runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "case": r.kind.label(),
+                    "round": r.round + 1,
+                    "parallel": r.parallel,
+                    "gbps": r.gbps,
+                    "retransmits": r.retransmits,
+                    "ingress_hook": r.ingress_hook,
+                    "flows_total": r.flows_total,
+                    "counters": r.counters.map(|(i, e)| json!({
+                        "ingress": {"packets": i.packets, "segments": i.segments},
+                        "egress": {"packets": e.packets, "segments": e.segments},
+                    })),
+                    "programs": r.programs.iter().map(|p| json!({
+                        "role": match p.role { Role::Netdoctor => "netdoctor", Role::Floor => "floor" },
+                        "hook": p.hook.name(),
+                        "name": p.name,
+                        "id": p.id,
+                        "runs": p.runs,
+                        "run_time_ns": p.run_time_ns,
+                        "ns_per_run": p.ns_per_run(),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "machine": {
+                "kernel": m.kernel,
+                "cpu": m.cpu,
+                "cores": m.cores,
+                "date": m.date,
+                "loadavg_start": m.loadavg_start,
+                "loadavg_end": m.loadavg_end,
+            },
+            "setup": {
+                "traffic": "iperf3 TCP a->b over veth, MTU 1500",
+                "congestion_control": self.cc,
+                "duration_s": a.duration,
+                "rounds": a.rounds,
+                "parallel": a.parallel,
+                "parallel_duration_s": a.parallel_duration,
+                "watched": format!("{}/eth0 ({})", if a.side == Side::Receiver { "b" } else { "a" }, a.side.name()),
+                "bpf_stats": "BPF_ENABLE_STATS descriptor held during the benchmark",
+                "bpf_stats_enabled_sysctl": m.bpf_stats_sysctl,
+                "floor": "tc: empty programs behind netdoctor's on the same tcx hooks in the same runs; xdp: separate runs of the same configuration with empty programs",
+            },
+            "targets": {"throughput_ratio_min": TARGET_RATIO, "ns_above_floor_max": TARGET_NS_ABOVE_FLOOR},
+            "throughput": throughput,
+            "programs": programs,
+            "runs": runs,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------
+
+fn install_signal_handlers() -> Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+    let action = SigAction::new(
+        SigHandler::Handler(on_stop_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(sig, &action) }
+            .with_context(|| format!("installing a {sig} handler"))?;
+    }
+    Ok(())
+}
+
+/// The plan: per round, baseline before each configuration; XDP configurations are followed
+/// by their floor run.
+fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
+    let mut steps = Vec::new();
+    for round in 0..args.rounds {
+        for &config in &args.configs {
+            steps.push((Kind::Baseline, round, args.duration, 1));
+            steps.push((Kind::Netdoctor(config), round, args.duration, 1));
+            if config != Config::Tc {
+                steps.push((Kind::Floor(config), round, args.duration, 1));
+            }
+        }
+    }
+    if args.parallel > 1 {
+        steps.push((Kind::Baseline, 0, args.parallel_duration, args.parallel));
+        steps.push((
+            Kind::Netdoctor(Config::Tc),
+            0,
+            args.parallel_duration,
+            args.parallel,
+        ));
+    }
+    steps
+}
+
+fn run(args: &Args) -> Result<ExitCode> {
+    if !(ci::require_bpf_or_skip() && ci::require_tools_or_skip(&["iperf3", "ss", "date"])) {
+        return Ok(ExitCode::from(2));
+    }
+    ensure!(
+        args.netdoctor.is_file(),
+        "netdoctor binary {} not found: build it (cargo build --release -p netdoctor) or pass --netdoctor",
+        args.netdoctor.display()
+    );
+    let netdoctor = args
+        .netdoctor
+        .canonicalize()
+        .context("resolving the netdoctor path")?
+        .to_string_lossy()
+        .into_owned();
+    install_signal_handlers()?;
+    let mut machine = machine();
+
+    let mut storage = MaybeUninit::uninit();
+    let floor = Floor::load(&mut storage)?;
+    let _stats = StatsGuard::enable()?;
+    let lab = Lab::new(args.side)?;
+
+    eprintln!("netdoctor-bench: warm-up run");
+    let warm = lab.iperf(1, 1).context("warm-up iperf3 run")?;
+    let cc = warm.sender_congestion.clone().unwrap_or_else(|| "?".into());
+
+    let steps = plan(args);
+    let total = steps.len();
+    let mut runs = Vec::with_capacity(total);
+    for (i, (kind, round, secs, parallel)) in steps.into_iter().enumerate() {
+        let run = run_once(&lab, &floor, &netdoctor, kind, round, secs, parallel)
+            .with_context(|| format!("run {} ({}, round {})", i + 1, kind.label(), round + 1))?;
+        progress(&run, total, i + 1);
+        runs.push(run);
+    }
+    drop(lab);
+    machine.loadavg_end = loadavg();
+
+    let report = Report {
+        args,
+        machine,
+        cc,
+        runs,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json())?);
+    } else {
+        report.print_text();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(Some(args)) => args,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netdoctor-bench: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("netdoctor-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

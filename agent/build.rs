@@ -3,54 +3,18 @@
 //! Each program `ebpf/NAME.bpf.c` becomes `$OUT_DIR/NAME.skel.rs`, included by
 //! `src/bpf.rs`. Generated skeletons are never committed.
 
-use std::env;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use libbpf_cargo::SkeletonBuilder;
+include!("../ebpf/build_skeletons.rs");
 
 fn main() {
-    let manifest =
-        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
     let ebpf = manifest.join("../ebpf");
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
-        Ok("x86_64") => "x86",
-        Ok("aarch64") => "arm64",
-        Ok(other) => panic!(
-            "no vendored vmlinux.h for target architecture {other}; see ebpf/vmlinux/README.md"
-        ),
-        Err(e) => panic!("CARGO_CFG_TARGET_ARCH: {e}"),
-    };
-    let include = ebpf.join("include");
-    let vmlinux = ebpf.join("vmlinux").join(arch);
-
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&ebpf)
-        .expect("read ebpf/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
-        .collect();
-    sources.sort();
-
-    for src in &sources {
-        let name = skeleton_name(src);
-        SkeletonBuilder::new()
-            .source(src)
-            .clang_args([
-                OsStr::new("-Wall"),
-                OsStr::new("-Wno-unused-function"),
-                OsStr::new("-I"),
-                include.as_os_str(),
-                OsStr::new("-I"),
-                vmlinux.as_os_str(),
-            ])
-            .build_and_generate(out.join(format!("{name}.skel.rs")))
-            .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
-        println!("cargo:rerun-if-changed={}", src.display());
-    }
-    println!("cargo:rerun-if-changed={}", include.display());
-    println!("cargo:rerun-if-changed={}", ebpf.display());
-
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    build_skeletons(&ebpf, &ebpf);
     embed_rules(&manifest.join("../rules"), &out.join("builtin_rules.rs"));
 }
 
@@ -75,9 +39,4 @@ fn embed_rules(dir: &Path, dest: &Path) {
     code.push(']');
     std::fs::write(dest, code).expect("write builtin_rules.rs");
     println!("cargo:rerun-if-changed={}", dir.display());
-}
-
-fn skeleton_name(src: &Path) -> String {
-    let file = src.file_name().and_then(OsStr::to_str).unwrap_or_default();
-    file.trim_end_matches(".bpf.c").to_owned()
 }

@@ -17,7 +17,7 @@ use crate::iface::{IfaceKind, Interface};
 use crate::probe::ProbeResult;
 use crate::sockets::window;
 use crate::sockets::{RetransStats, Socket, SocketProbes};
-use crate::wire::Direction;
+use crate::wire::{Direction, Encap};
 
 /// At most this many candidate underlays are watched when the tunnel's endpoints are not
 /// configured (TUN/TAP daemons): the one carrying the tunnel's port is chosen afterwards.
@@ -206,14 +206,19 @@ impl Observation<'_, '_> {
         } else {
             "ipv4"
         };
-        let overhead = self.tun.kind.map(|k| {
-            let fam = if family == "ipv6" {
-                crate::overhead::Family::V6
-            } else {
-                crate::overhead::Family::V4
-            };
-            i64::from(crate::overhead::overhead(k, fam))
-        });
+        let fam = if family == "ipv6" {
+            crate::overhead::Family::V6
+        } else {
+            crate::overhead::Family::V4
+        };
+        let at_mtu = u32::try_from(route_mtu)
+            .ok()
+            .filter(|m| *m > 0)
+            .unwrap_or(1500);
+        let overhead = self
+            .tun
+            .kind
+            .map(|k| i64::from(crate::overhead::overhead(k, fam, at_mtu)));
         let max_seg = |flows: &mut dyn Iterator<Item = &&Flow>, dir: Direction| {
             flows
                 .filter(|f| f.direction == dir)
@@ -227,8 +232,11 @@ impl Observation<'_, '_> {
             .unwrap_or_default();
         // Overhead at full size, in a direction where full-size inner packets flowed and
         // the underlay did not fragment them: smaller packets carry WireGuard's padding to
-        // 16 bytes, and a fragment's size says nothing about the overhead.
+        // 16 bytes, and a fragment's size says nothing about the overhead. tinc sends its
+        // own path-MTU probes of any size on the data flow, so its largest outer packet
+        // says nothing either.
         let full_size = i64::from(self.me.mtu) - 16;
+        let probes_on_data_flow = self.tun.encap == Some(Encap::Tinc);
         let measured = [Direction::Egress, Direction::Ingress]
             .into_iter()
             .filter_map(|dir| {
@@ -239,7 +247,7 @@ impl Observation<'_, '_> {
                 let o = max_seg(&mut outer.iter(), dir);
                 let i = max_seg(&mut mine.iter(), dir);
                 let unfragmented = c.fragments_first + c.fragments_later == 0;
-                (unfragmented && i >= full_size && o > i).then_some(o - i)
+                (!probes_on_data_flow && unfragmented && i >= full_size && o > i).then_some(o - i)
             })
             .max()
             .unwrap_or(-1);
@@ -266,7 +274,12 @@ impl Observation<'_, '_> {
             underlay_mtu: route_mtu,
             path_mtu: -1,
             effective_underlay_mtu: route_mtu,
-            max_mtu: overhead.map_or(-1, |o| if route_mtu > 0 { route_mtu - o } else { -1 }),
+            max_mtu: match self.tun.kind {
+                Some(k) if route_mtu > 0 => {
+                    i64::from(crate::overhead::max_tunnel_mtu(k, fam, at_mtu))
+                }
+                _ => -1,
+            },
             port: i64::from(self.tun.port),
             endpoints: endpoints.iter().map(ToString::to_string).collect(),
             daemon: self
@@ -421,7 +434,10 @@ impl Observation<'_, '_> {
             traffic,
             flows,
             drops,
-            probe: Default::default(),
+            probe: crate::facts::ProbeFacts {
+                path_mtu: -1,
+                ..Default::default()
+            },
         })
     }
 
@@ -528,7 +544,7 @@ pub fn probe_targets(
 }
 
 /// Adds probe results to the facts: per peer, for the tunnel, and in `probe`.
-pub fn apply_probes(facts: &mut Facts, results: &[(String, ProbeResult)]) {
+pub fn apply_probes(facts: &mut Facts, tun: &Tunnel, results: &[(String, ProbeResult)]) {
     let answered: Vec<&(String, ProbeResult)> = results
         .iter()
         .filter(|(_, r)| r.path_mtu.is_some())
@@ -545,10 +561,17 @@ pub fn apply_probes(facts: &mut Facts, results: &[(String, ProbeResult)]) {
             }
         }
     }
-    if facts.tunnel.path_mtu > 0 {
-        facts.tunnel.effective_underlay_mtu = facts.tunnel.path_mtu;
-        if facts.tunnel.overhead_expected > 0 {
-            facts.tunnel.max_mtu = facts.tunnel.path_mtu - facts.tunnel.overhead_expected;
+    if let (Ok(path_mtu), Some(kind)) = (u32::try_from(facts.tunnel.path_mtu), tun.kind) {
+        if path_mtu > 0 {
+            let fam = if facts.tunnel.family == "ipv6" {
+                crate::overhead::Family::V6
+            } else {
+                crate::overhead::Family::V4
+            };
+            facts.tunnel.effective_underlay_mtu = i64::from(path_mtu);
+            facts.tunnel.overhead_expected =
+                i64::from(crate::overhead::overhead(kind, fam, path_mtu));
+            facts.tunnel.max_mtu = i64::from(crate::overhead::max_tunnel_mtu(kind, fam, path_mtu));
         }
     }
     if let Some((_, first)) = answered.iter().min_by_key(|(_, r)| r.path_mtu) {

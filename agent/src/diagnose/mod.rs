@@ -193,7 +193,7 @@ pub async fn diagnose(
                 Err(e) => notes.push(format!("path-MTU probe toward {target} failed: {e}")),
             }
         }
-        collect::apply_probes(&mut facts, &results);
+        collect::apply_probes(&mut facts, &tun, &results);
     } else {
         notes.push("path-MTU probe skipped (--no-probe)".into());
     }

@@ -30,17 +30,45 @@ pub struct Tunnel {
 fn kind_from_daemon(owner: &TunOwner, tap: bool) -> (Option<TunnelType>, Option<Encap>) {
     let cmd = owner.command.to_lowercase();
     if cmd.starts_with("tinc") {
-        (
-            Some(TunnelType::TincSptps { switch: tap }),
-            Some(Encap::Tinc),
-        )
+        // Debian and most distributions ship tinc 1.0 (legacy protocol); 1.1 speaks SPTPS.
+        let sptps = owner.version().is_some_and(|v| v.contains("version 1.1"));
+        let kind = if sptps {
+            TunnelType::TincSptps { switch: tap }
+        } else {
+            TunnelType::TincLegacy
+        };
+        (Some(kind), Some(Encap::Tinc))
     } else if cmd.starts_with("fastd") {
-        (Some(TunnelType::Fastd { tap }), Some(Encap::Fastd))
+        (
+            Some(TunnelType::Fastd {
+                tap,
+                null_method: fastd_null_only(owner),
+            }),
+            Some(Encap::Fastd),
+        )
     } else if cmd.contains("wireguard") || cmd.contains("boringtun") {
         (Some(TunnelType::Wireguard), Some(Encap::Wireguard))
     } else {
         (None, Some(Encap::Other))
     }
+}
+
+/// True if fastd's configuration offers only the `null` method (1 byte of framing instead
+/// of 24): `method "null";` lines and no other method.
+fn fastd_null_only(owner: &TunOwner) -> bool {
+    let Some(text) = owner
+        .config_file()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+    else {
+        return false;
+    };
+    let methods: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default().trim())
+        .filter_map(|l| l.strip_prefix("method"))
+        .map(|rest| rest.trim().trim_end_matches(';').trim().trim_matches('"'))
+        .collect();
+    !methods.is_empty() && methods.iter().all(|m| *m == "null")
 }
 
 /// Identifies the tunnel behind `iface`.

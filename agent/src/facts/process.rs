@@ -16,6 +16,8 @@ pub struct TunOwner {
     pub pid: u32,
     /// Command name (`/proc/PID/comm`), e.g. "tincd", "fastd", "wireguard-go".
     pub command: String,
+    /// Its command line.
+    pub args: Vec<String>,
     /// Local UDP ports the process has open.
     pub udp_ports: Vec<u16>,
 }
@@ -83,11 +85,58 @@ pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
             .trim()
             .to_owned();
         let inodes = socket_inodes(&path);
+        let args = std::fs::read(path.join("cmdline"))
+            .map(|raw| {
+                raw.split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
         return Some(TunOwner {
             pid,
             command,
+            args,
             udp_ports: udp_ports(&path, &inodes),
         });
     }
     None
+}
+
+impl TunOwner {
+    /// The daemon's version banner (`EXE --version`, first line), run from its own binary.
+    pub fn version(&self) -> Option<String> {
+        let exe = std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok()?;
+        let out = std::process::Command::new(exe)
+            .arg("--version")
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_owned())
+    }
+
+    /// The file given with `-c FILE` / `--config FILE` / `--config=FILE`, resolved against
+    /// the daemon's working directory.
+    pub fn config_file(&self) -> Option<std::path::PathBuf> {
+        let mut args = self.args.iter();
+        let mut file = None;
+        while let Some(a) = args.next() {
+            if a == "-c" || a == "--config" {
+                file = args.next().cloned();
+            } else if let Some(f) = a.strip_prefix("--config=") {
+                file = Some(f.to_owned());
+            }
+        }
+        let file = std::path::PathBuf::from(file?);
+        Some(if file.is_absolute() {
+            file
+        } else {
+            std::fs::read_link(format!("/proc/{}/cwd", self.pid))
+                .ok()?
+                .join(file)
+        })
+    }
 }

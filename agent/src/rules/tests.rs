@@ -119,6 +119,11 @@ fn each_rule_fires_on_its_situation() {
         f.traffic.syn_mss_max = 1460;
         f.traffic.syn_mss_over_limit = 1;
     });
+    // A clamping rule for another interface does not help this one.
+    fires("mss.clamp_missing", |f| {
+        f.traffic.syn_mss_max = 1460;
+        f.traffic.syn_mss_over_limit = 1;
+    });
     fires("tcp.cubic_on_lossy_path", |f| {
         f.flows[0].cc = "cubic".into();
         f.flows[0].retrans_ratio = 0.03;
@@ -175,6 +180,9 @@ fn healthy_twins_stay_quiet() {
     });
     quiet(&|f| {
         f.host.ip_forward = false; // a host, not a gateway: no drops, no finding
+    });
+    quiet(&|f| {
+        f.traffic.syn_mss_max = 1380; // clamped: forwarded SYNs fit the tunnel
     });
     quiet(&|f| {
         f.tunnel.underlay_bond_mode = "802.3ad".into();

@@ -55,8 +55,12 @@ pub struct ProbeResult {
     pub max_size: u32,
     /// Reports of smaller MTUs received (ICMP frag-needed / ICMPv6 packet-too-big).
     pub too_big: Vec<TooBigReport>,
-    /// Sizes above `path_mtu` vanished without any too-big report: a PMTU blackhole.
+    /// Sizes above `path_mtu` vanished without any too-big report while smaller sizes kept
+    /// passing: a PMTU blackhole.
     pub blackhole: bool,
+    /// Probes of sizes known to pass were lost too: the path loses packets at random, so a
+    /// silent failure proves nothing and no blackhole is concluded.
+    pub lossy: bool,
     /// Probes sent.
     pub probes: u32,
     /// Time taken, milliseconds.
@@ -316,13 +320,21 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
     let min = if target.is_ipv4() { 576 } else { 1280 }.min(options.max_size);
     let mut probes = 0;
     let mut too_big: Vec<TooBigReport> = Vec::new();
+    // Waiting for an answer costs most when probes vanish; once the path has answered,
+    // wait five round trips (at least 100 ms, at most the configured timeout).
+    let mut timeout = options.timeout;
     let mut try_size = |pinger: &mut Pinger,
                         size: u32,
                         reports: &mut Vec<TooBigReport>|
      -> std::io::Result<(bool, Option<u32>)> {
         for _ in 0..options.attempts.max(1) {
             probes += 1;
-            match pinger.probe(size, options.timeout)? {
+            let sent = Instant::now();
+            let answer = pinger.probe(size, timeout)?;
+            if matches!(answer, Answer::Reply) && timeout == options.timeout {
+                timeout = (sent.elapsed() * 5).clamp(Duration::from_millis(100), options.timeout);
+            }
+            match answer {
                 Answer::Reply => return Ok((true, None)),
                 Answer::TooBig(r) => {
                     let mtu = r.mtu;
@@ -346,6 +358,7 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
             max_size: options.max_size,
             too_big,
             blackhole: false,
+            lossy: false,
             probes,
             elapsed_ms: started.elapsed().as_millis() as u64,
         });
@@ -354,10 +367,21 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
     let mut good = min;
     let mut bad = options.max_size + 1;
     let mut silent_loss = false;
+    let mut lossy = false;
     let mut next = options.max_size;
     while bad - good > 1 {
         let size = next.clamp(good + 1, bad - 1);
-        let (passed, hint) = try_size(&mut pinger, size, &mut too_big)?;
+        let (mut passed, mut hint) = try_size(&mut pinger, size, &mut too_big)?;
+        if !passed && hint.is_none() {
+            // A silent failure means a blackhole only if the size that passed still passes
+            // and this one fails again; random loss fails both now and then.
+            let (good_still_passes, _) = try_size(&mut pinger, good, &mut too_big)?;
+            if !good_still_passes {
+                lossy = true;
+                break;
+            }
+            (passed, hint) = try_size(&mut pinger, size, &mut too_big)?;
+        }
         if passed {
             good = size;
         } else {
@@ -379,7 +403,11 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
         target,
         path_mtu: Some(good),
         max_size: options.max_size,
-        blackhole: silent_loss && good < options.max_size && too_big.iter().all(|r| r.mtu > good),
+        blackhole: silent_loss
+            && !lossy
+            && good < options.max_size
+            && too_big.iter().all(|r| r.mtu > good),
+        lossy,
         too_big,
         probes,
         elapsed_ms: started.elapsed().as_millis() as u64,

@@ -40,6 +40,9 @@ pub(super) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             for r in &result.too_big {
                 println!("  {} reported \"too big\" with next-hop MTU {}", r.from, r.mtu);
             }
+            if result.lossy {
+                println!("  the path loses packets at random (even sizes that passed were lost): the figure is a lower bound");
+            }
             if result.blackhole {
                 println!(
                     "  BLACKHOLE: packets larger than {mtu} vanish without any ICMP too-big report; TCP will stall on full-size segments"

@@ -545,10 +545,12 @@ pub fn probe_targets(
 
 /// Adds probe results to the facts: per peer, for the tunnel, and in `probe`.
 pub fn apply_probes(facts: &mut Facts, tun: &Tunnel, results: &[(String, ProbeResult)]) {
+    // A probe that met random loss gives only a lower bound: no MTU conclusion from it.
     let answered: Vec<&(String, ProbeResult)> = results
         .iter()
-        .filter(|(_, r)| r.path_mtu.is_some())
+        .filter(|(_, r)| r.path_mtu.is_some() && !r.lossy)
         .collect();
+    facts.probe.lossy = results.iter().any(|(_, r)| r.lossy);
     for (label, r) in &answered {
         let mtu = r.path_mtu.map_or(-1, i64::from);
         if let Some(ep) = label.strip_prefix("endpoint ") {

@@ -185,6 +185,8 @@ pub struct ProbeFacts {
     pub blackhole: bool,
     /// Routers reported a smaller MTU.
     pub too_big_reported: bool,
+    /// Some probe ran into random loss; its figures were not used.
+    pub lossy: bool,
 }
 
 /// Everything rules can read.

@@ -1,0 +1,1111 @@
+//! End-to-end scenarios for `netdoctor diagnose IFACE --json`: each one builds a real
+//! misconfiguration in network namespaces (lossy path with CUBIC, loss on a forwarded path,
+//! forwarding disabled on a gateway, strict reverse-path filtering with asymmetric routing,
+//! a WireGuard peer that never answers, a tunnel over a layer2-hashing bond), drives
+//! traffic through it *during* the observation window, and requires the finding's id in
+//! the JSON report and the matching exit code. Every scenario has a healthy twin that
+//! differs in the one setting the rule is about and must not produce the finding.
+//!
+//! Exit codes end to end (Nagios convention): only warnings exit 1
+//! (`cubic_on_lossy_path_*`, `high_retransmits_*`), a critical finding exits 2
+//! (`forwarding_disabled_*`, `strict_rp_filter_*`, `wireguard_peer_*`), a healthy twin 0,
+//! an unknown interface 3 (`unknown_interface_exits_3`). Every diagnosis additionally
+//! checks that its exit code is the one of its worst finding.
+//!
+//! Traffic starts only once netdoctor printed "observing" (its start snapshot is taken),
+//! and TCP tests keep their connection open past the window's end, so what the rules see
+//! is exactly the scenario.
+//!
+//! Needs root, BPF and the lab tools; skips elsewhere, fails under CI=true.
+//! Build the binary first: `cargo build -p netdoctor`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::netdoctor::{self, EXIT_UNKNOWN};
+use netdoctor_lab::{
+    ci, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
+    LineTopology, Netns, PacketLoss, PairTopology, PingOpts, PingReport, WgConfig, WgInterface,
+    WgTunnel,
+};
+use serde_json::Value;
+
+/// What netdoctor prints on stderr once its start snapshot is taken.
+const OBSERVING: &str = "netdoctor: observing";
+/// Observation window of TCP scenarios.
+const TCP_WINDOW_SECS: u32 = 4;
+/// Observation window of ping scenarios.
+const PING_WINDOW_SECS: u32 = 3;
+/// Observation window of WireGuard scenarios: wireguard-go resends an unanswered
+/// initiation every ~5 s.
+const WG_WINDOW_SECS: u32 = 6;
+/// iperf3 bitrate cap: keeps the 2-core machine from saturating (parallel tests) so the
+/// loss-free twins see no queue-induced retransmissions; lossy CUBIC stays far below it.
+const BITRATE: &str = "300M";
+/// Loss (percent) on the receiver's ingress for the CUBIC scenarios.
+const CUBIC_LOSS_PERCENT: u8 = 4;
+/// Loss (percent) on the forwarded path.
+const FORWARDED_LOSS_PERCENT: u8 = 5;
+const IPERF_PORT: u16 = 5201;
+
+fn lab_ready(tools: &[&str]) -> bool {
+    ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
+}
+
+// ---------------------------------------------------------------------------
+// Running `netdoctor diagnose --json` and reading its report.
+// ---------------------------------------------------------------------------
+
+/// One finished `netdoctor diagnose --json`: exit code and the schema-checked report.
+#[derive(Debug)]
+struct Diagnosis {
+    label: String,
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+fn get<'a>(v: &'a Value, key: &str) -> Result<&'a Value> {
+    v.get(key)
+        .with_context(|| format!("key {key:?} missing in {}", short(v)))
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(400) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
+}
+
+fn as_str<'a>(v: &'a Value, key: &str) -> Result<&'a str> {
+    get(v, key)?
+        .as_str()
+        .with_context(|| format!("{key:?} is not a string in {}", short(v)))
+}
+
+fn as_i64(v: &Value, key: &str) -> Result<i64> {
+    get(v, key)?
+        .as_i64()
+        .with_context(|| format!("{key:?} is not an integer in {}", short(v)))
+}
+
+fn as_f64(v: &Value, key: &str) -> Result<f64> {
+    get(v, key)?
+        .as_f64()
+        .with_context(|| format!("{key:?} is not a number in {}", short(v)))
+}
+
+fn as_bool(v: &Value, key: &str) -> Result<bool> {
+    get(v, key)?
+        .as_bool()
+        .with_context(|| format!("{key:?} is not a boolean in {}", short(v)))
+}
+
+fn as_array<'a>(v: &'a Value, key: &str) -> Result<&'a Vec<Value>> {
+    get(v, key)?
+        .as_array()
+        .with_context(|| format!("{key:?} is not an array in {}", short(v)))
+}
+
+fn severity_exit_code(severity: &str) -> i32 {
+    match severity {
+        "critical" => 2,
+        "warning" => 1,
+        _ => 0,
+    }
+}
+
+impl Diagnosis {
+    /// Parses the report and checks the documented schema.
+    fn parse(label: &str, code: i32, stdout: &str, stderr: &str) -> Result<Diagnosis> {
+        let json: Value = serde_json::from_str(stdout).with_context(|| {
+            format!(
+                "`{label}` (exit {code}) printed no JSON document; stderr: {} stdout: {}",
+                stderr.trim(),
+                stdout.trim()
+            )
+        })?;
+        as_str(&json, "interface")?;
+        as_str(&json, "kind")?;
+        as_f64(&json, "duration_s")?;
+        let facts = get(&json, "facts")?;
+        for key in [
+            "iface", "tunnel", "host", "traffic", "drops", "probe", "peers", "flows",
+        ] {
+            get(facts, key)?;
+        }
+        as_array(facts, "peers")?;
+        as_array(facts, "flows")?;
+        for f in as_array(&json, "findings")? {
+            as_str(f, "id")?;
+            let severity = as_str(f, "severity")?;
+            ensure!(
+                matches!(severity, "info" | "warning" | "critical"),
+                "unknown severity {severity:?} in {}",
+                short(f)
+            );
+            as_str(f, "summary")?;
+            as_str(f, "fix")?;
+            get(f, "evidence")?
+                .as_object()
+                .with_context(|| format!("evidence is not an object in {}", short(f)))?;
+        }
+        for n in as_array(&json, "notes")? {
+            n.as_str().context("a note is not a string")?;
+        }
+        Ok(Diagnosis {
+            label: label.to_owned(),
+            code,
+            json,
+            stderr: stderr.to_owned(),
+        })
+    }
+
+    fn findings(&self) -> &[Value] {
+        self.json
+            .get("findings")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    fn with_id(&self, id: &str) -> Vec<&Value> {
+        self.findings()
+            .iter()
+            .filter(|f| f.get("id").and_then(Value::as_str) == Some(id))
+            .collect()
+    }
+
+    /// Warning and critical findings.
+    fn problems(&self) -> Vec<&Value> {
+        self.findings()
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.get("severity").and_then(Value::as_str),
+                    Some("warning" | "critical")
+                )
+            })
+            .collect()
+    }
+
+    /// `facts.<section>`.
+    fn facts(&self, section: &str) -> Result<&Value> {
+        get(get(&self.json, "facts")?, section)
+    }
+
+    /// Everything useful in an assertion message.
+    fn describe(&self) -> String {
+        let findings: Vec<String> = self
+            .findings()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} [{}] subject {} evidence {} summary {:?}",
+                    f.get("id").and_then(Value::as_str).unwrap_or("?"),
+                    f.get("severity").and_then(Value::as_str).unwrap_or("?"),
+                    f.get("subject").and_then(Value::as_str).unwrap_or("-"),
+                    f.get("evidence").map(Value::to_string).unwrap_or_default(),
+                    f.get("summary").and_then(Value::as_str).unwrap_or("")
+                )
+            })
+            .collect();
+        let fact = |k: &str| self.facts(k).map(Value::to_string).unwrap_or_default();
+        format!(
+            "`{}` exited {}\n  findings: [{}]\n  notes: {}\n  traffic: {}\n  drops: {}\n  \
+             flows: {}\n  peers: {}\n  tunnel: {}\n  host: {}\n  stderr: {}",
+            self.label,
+            self.code,
+            findings.join("; "),
+            self.json
+                .get("notes")
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            fact("traffic"),
+            fact("drops"),
+            fact("flows"),
+            fact("peers"),
+            fact("tunnel"),
+            fact("host"),
+            self.stderr.trim()
+        )
+    }
+
+    /// The exit code is the worst finding's (0 none/info, 1 warning, 2 critical).
+    fn check_exit_code(&self) -> Result<()> {
+        let worst = self
+            .findings()
+            .iter()
+            .filter_map(|f| f.get("severity").and_then(Value::as_str))
+            .map(severity_exit_code)
+            .max()
+            .unwrap_or(0);
+        ensure!(
+            self.code == worst,
+            "exit code {} does not match the worst finding (expected {worst}):\n{}",
+            self.code,
+            self.describe()
+        );
+        Ok(())
+    }
+
+    /// The findings with `id`: at least one, all with `severity`. Returns the first.
+    fn expect_finding(&self, id: &str, severity: &str) -> Result<&Value> {
+        let found = self.with_id(id);
+        let first = *found
+            .first()
+            .with_context(|| format!("no finding {id}:\n{}", self.describe()))?;
+        for f in &found {
+            let s = as_str(f, "severity")?;
+            ensure!(
+                s == severity,
+                "{id} has severity {s}, expected {severity}:\n{}",
+                self.describe()
+            );
+        }
+        Ok(first)
+    }
+
+    /// Exit 0 and no warning or critical finding.
+    fn expect_healthy(&self) -> Result<()> {
+        ensure!(
+            self.problems().is_empty() && self.code == 0,
+            "expected a healthy diagnosis (exit 0, no warning/critical):\n{}",
+            self.describe()
+        );
+        Ok(())
+    }
+
+    /// Exit 1 and every problem a warning (no critical).
+    fn expect_warnings_only(&self) -> Result<()> {
+        let critical = self
+            .problems()
+            .iter()
+            .any(|f| f.get("severity").and_then(Value::as_str) == Some("critical"));
+        ensure!(
+            self.code == 1 && !critical,
+            "expected exit 1 with warnings only:\n{}",
+            self.describe()
+        );
+        Ok(())
+    }
+}
+
+/// Starts `netdoctor diagnose IFACE --duration WINDOW --json EXTRA...` inside `ns`, waits
+/// until its start snapshot is taken, runs `load` (the scenario's traffic) on another
+/// thread while netdoctor observes, then returns the checked report and the traffic's
+/// result.
+fn diagnose_during<T, F>(
+    ns: &Netns,
+    iface: &str,
+    window_secs: u32,
+    extra: &[&str],
+    load: F,
+) -> Result<(Diagnosis, T)>
+where
+    T: Send,
+    F: FnOnce() -> Result<T> + Send,
+{
+    let bin = netdoctor::binary()?;
+    let duration = format!("{window_secs}s");
+    let mut args = vec!["diagnose", iface, "--duration", duration.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let label = format!("netdoctor {}", args.join(" "));
+    let mut process = ns.spawn_command(&label, ns.command(&bin.to_string_lossy(), &args))?;
+    process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
+    let (status, load) = std::thread::scope(|scope| {
+        let traffic = scope.spawn(load);
+        let status = process.wait_timeout(Duration::from_secs(u64::from(window_secs) + 60));
+        let load = match traffic.join() {
+            Ok(result) => result,
+            Err(_) => Err(anyhow::anyhow!("the traffic thread panicked")),
+        };
+        (status, load)
+    });
+    let status = status?;
+    let code = status
+        .code()
+        .with_context(|| format!("`{label}` was killed ({status})"))?;
+    let diagnosis = Diagnosis::parse(
+        &format!("{label} (in {})", ns.name()),
+        code,
+        &process.stdout()?,
+        &process.stderr()?,
+    )?;
+    let load = load.with_context(|| {
+        format!(
+            "traffic during the observation; diagnosis:\n{}",
+            diagnosis.describe()
+        )
+    })?;
+    // Shown with --nocapture (and on failure): the measured facts behind each verdict.
+    eprintln!("{}", diagnosis.describe());
+    diagnosis.check_exit_code()?;
+    Ok((diagnosis, load))
+}
+
+/// An iperf3 client from `ns` to `server` with congestion control `cc` (system default if
+/// `None`), lasting past the observation window so the connection is open at its end.
+fn iperf(ns: &Netns, server: &str, cc: Option<&str>, window_secs: u32) -> Result<Iperf3Report> {
+    let mut opts = Iperf3Opts::new(server);
+    opts.port = IPERF_PORT;
+    opts.duration_secs = window_secs + 3;
+    opts.congestion = cc.map(str::to_owned);
+    opts.bitrate = Some(BITRATE.to_owned());
+    traffic::iperf3_client(ns, &opts)
+}
+
+/// Pings `dst` from `ns` every 0.2 s for the window plus one second.
+fn ping_window(ns: &Netns, dst: &str, window_secs: u32) -> Result<PingReport> {
+    let opts = PingOpts {
+        count: window_secs * 5 + 5,
+        interval_secs: 0.2,
+        ..PingOpts::default()
+    };
+    traffic::ping(ns, dst, &opts)
+}
+
+/// At least 80 % of the echoes answered. Not all: on this 2-core machine, busy with
+/// parallel tests, wireguard-go replies were measured up to 0.9 s late (with and without
+/// netdoctor running), and ping counts a reply that misses its final wait as lost.
+fn mostly_answered(ping: &PingReport) -> bool {
+    ping.transmitted > 0 && ping.received * 10 >= ping.transmitted * 8
+}
+
+// ---------------------------------------------------------------------------
+// 1. tcp.cubic_on_lossy_path (flow scope)
+// ---------------------------------------------------------------------------
+
+/// The row of `facts.flows` for the iperf3 data connection from `a` toward the server:
+/// the one toward `server:5201` that sent the most.
+fn iperf_flow<'a>(d: &'a Diagnosis, server: &str) -> Result<&'a Value> {
+    let remote = format!("{server}:{IPERF_PORT}");
+    let flows = d.facts("flows")?.as_array().context("flows")?;
+    flows
+        .iter()
+        .filter(|f| {
+            f.get("name")
+                .and_then(Value::as_str)
+                .and_then(|n| n.rsplit(" -> ").next())
+                == Some(remote.as_str())
+        })
+        .max_by_key(|f| f.get("data_segs_sent").and_then(Value::as_i64).unwrap_or(0))
+        .with_context(|| {
+            format!(
+                "no connection toward {remote} in facts.flows:\n{}",
+                d.describe()
+            )
+        })
+}
+
+/// Runs a CUBIC or BBR iperf3 from `pair.a` to `pair.b` while diagnosing `pair.a`'s eth0.
+/// `--no-probe` when the path is lossy: the probe sends each size twice, and random loss of
+/// both at 1500 bytes would be read as a blackhole (see the report), which is not what
+/// these scenarios are about.
+fn cubic_scenario(pair: &PairTopology, cc: &str, lossy: bool) -> Result<(Diagnosis, Iperf3Report)> {
+    let extra: &[&str] = if lossy { &["--no-probe"] } else { &[] };
+    let (d, report) = diagnose_during(
+        &pair.a,
+        PairTopology::IFNAME,
+        TCP_WINDOW_SECS,
+        extra,
+        || iperf(&pair.a, PairTopology::B_IP, Some(cc), TCP_WINDOW_SECS),
+    )?;
+    ensure!(
+        report.sender_congestion.as_deref() == Some(cc),
+        "iperf3 did not use {cc}: {:?}",
+        report.sender_congestion
+    );
+    ensure!(
+        as_bool(d.facts("host")?, "bbr_available")?,
+        "bbr is not available on this kernel, the rule cannot apply:\n{}",
+        d.describe()
+    );
+    Ok((d, report))
+}
+
+#[test]
+fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
+    if !lab_ready(&["iperf3", "nft"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
+    let loss = PacketLoss::add(
+        &pair.b,
+        PairTopology::IFNAME,
+        Direction::Ingress,
+        CUBIC_LOSS_PERCENT,
+    )?;
+    let (d, report) = cubic_scenario(&pair, "cubic", true)?;
+    ensure!(
+        loss.dropped_packets()? > 0 && report.retransmits.unwrap_or(0) > 0,
+        "the loss did not bite: dropped {:?}, iperf3 retransmits {:?}",
+        loss.dropped_packets(),
+        report.retransmits
+    );
+
+    let found = d.with_id("tcp.cubic_on_lossy_path");
+    ensure!(
+        found.len() == 1,
+        "expected exactly one tcp.cubic_on_lossy_path (the iperf3 data connection):\n{}",
+        d.describe()
+    );
+    let finding = d.expect_finding("tcp.cubic_on_lossy_path", "warning")?;
+    // Flow scope: the subject names the connection, local -> remote.
+    let subject = as_str(finding, "subject")?;
+    let (local, remote) = subject
+        .split_once(" -> ")
+        .with_context(|| format!("subject {subject:?} is not `local -> remote`"))?;
+    let local: SocketAddr = local
+        .parse()
+        .with_context(|| format!("subject {subject:?}: local end"))?;
+    let remote: SocketAddr = remote
+        .parse()
+        .with_context(|| format!("subject {subject:?}: remote end"))?;
+    ensure!(
+        local.ip().to_string() == PairTopology::A_IP
+            && remote.ip().to_string() == PairTopology::B_IP
+            && remote.port() == IPERF_PORT
+            && local.port() != IPERF_PORT,
+        "subject {subject:?} does not name the iperf3 connection {}:* -> {}:{IPERF_PORT}",
+        PairTopology::A_IP,
+        PairTopology::B_IP
+    );
+    ensure!(
+        as_str(finding, "summary")?.contains(subject),
+        "summary does not name the connection: {}",
+        short(finding)
+    );
+    let evidence = get(finding, "evidence")?;
+    ensure!(
+        as_str(evidence, "cc")? == "cubic"
+            && as_f64(evidence, "retrans_ratio")? >= 0.01
+            && as_i64(evidence, "segments_sent")? >= 100
+            && as_i64(evidence, "retransmits")? > 0,
+        "evidence does not show a lossy cubic flow: {}",
+        short(evidence)
+    );
+    // The flow fact the finding is about.
+    let flow = iperf_flow(&d, PairTopology::B_IP)?;
+    ensure!(
+        as_str(flow, "name")? == subject && as_str(flow, "cc")? == "cubic",
+        "facts.flows disagrees with the finding: {}",
+        short(flow)
+    );
+    // Only warnings here (tcp.high_retransmits may accompany it): exit 1.
+    d.expect_warnings_only()?;
+    Ok(())
+}
+
+#[test]
+fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
+    if !lab_ready(&["iperf3", "nft"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
+    let _loss = PacketLoss::add(
+        &pair.b,
+        PairTopology::IFNAME,
+        Direction::Ingress,
+        CUBIC_LOSS_PERCENT,
+    )?;
+    let (d, _) = cubic_scenario(&pair, "bbr", true)?;
+    // Same loss: the flow meets every other condition of the rule.
+    let flow = iperf_flow(&d, PairTopology::B_IP)?;
+    ensure!(
+        as_str(flow, "cc")? == "bbr"
+            && as_i64(flow, "data_segs_sent")? >= 100
+            && as_f64(flow, "retrans_ratio")? >= 0.01,
+        "the bbr flow should be as lossy as the cubic one: {}\n{}",
+        short(flow),
+        d.describe()
+    );
+    ensure!(
+        d.with_id("tcp.cubic_on_lossy_path").is_empty(),
+        "tcp.cubic_on_lossy_path reported for a bbr connection:\n{}",
+        d.describe()
+    );
+    // bbr still retransmits under loss: tcp.high_retransmits is legitimate here.
+    Ok(())
+}
+
+#[test]
+fn cubic_without_loss_is_healthy() -> Result<()> {
+    if !lab_ready(&["iperf3"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
+    let (d, _) = cubic_scenario(&pair, "cubic", false)?;
+    let flow = iperf_flow(&d, PairTopology::B_IP)?;
+    ensure!(
+        as_str(flow, "cc")? == "cubic" && as_i64(flow, "data_segs_sent")? >= 100,
+        "the cubic flow was not observed: {}",
+        short(flow)
+    );
+    d.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 2. tcp.high_retransmits on a forwarded path (passive detection on the router)
+// ---------------------------------------------------------------------------
+
+/// iperf3 client → server through the router while diagnosing the router's client-side
+/// interface; optional loss on the server's ingress (after the router, so the router
+/// forwards both the lost segments and their retransmissions).
+fn forwarded_tcp(loss_percent: Option<u8>) -> Result<Diagnosis> {
+    let line = LineTopology::new(&LineConfig::default())?;
+    let _server = Iperf3Server::start(&line.server, IPERF_PORT)?;
+    let loss = loss_percent
+        .map(|p| PacketLoss::add(&line.server, LineTopology::SERVER_IF, Direction::Ingress, p))
+        .transpose()?;
+    let (d, report) = diagnose_during(
+        &line.router,
+        LineTopology::ROUTER_CLIENT_IF,
+        TCP_WINDOW_SECS,
+        &[],
+        || iperf(&line.client, LineTopology::SERVER_IP, None, TCP_WINDOW_SECS),
+    )?;
+    if let Some(loss) = &loss {
+        ensure!(
+            loss.dropped_packets()? > 0 && report.retransmits.unwrap_or(0) > 0,
+            "the loss did not bite: dropped {:?}, iperf3 retransmits {:?}",
+            loss.dropped_packets(),
+            report.retransmits
+        );
+    }
+    // The router has no local TCP connection: whatever it finds is passive.
+    ensure!(
+        d.facts("flows")?.as_array().is_some_and(Vec::is_empty),
+        "the router has no local sockets, facts.flows must be empty:\n{}",
+        d.describe()
+    );
+    ensure!(
+        as_i64(d.facts("traffic")?, "tcp_segments")? >= 1000,
+        "the forwarded iperf3 traffic was not seen on the router:\n{}",
+        d.describe()
+    );
+    Ok(d)
+}
+
+#[test]
+fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
+    if !lab_ready(&["iperf3", "nft"]) {
+        return Ok(());
+    }
+    let d = forwarded_tcp(Some(FORWARDED_LOSS_PERCENT))?;
+    let finding = d.expect_finding("tcp.high_retransmits", "warning")?;
+    let evidence = get(finding, "evidence")?;
+    let traffic = d.facts("traffic")?;
+    ensure!(
+        as_i64(evidence, "tcp_segments")? >= 1000
+            && as_i64(evidence, "tcp_retransmits")? > 0
+            && as_f64(evidence, "tcp_retrans_ratio")? > 0.02
+            && as_i64(evidence, "tcp_retransmits")? == as_i64(traffic, "tcp_retransmits")?,
+        "evidence does not show > 2 % retransmissions: {}",
+        short(evidence)
+    );
+    d.expect_warnings_only()?;
+    Ok(())
+}
+
+#[test]
+fn forwarded_path_without_loss_is_healthy() -> Result<()> {
+    if !lab_ready(&["iperf3"]) {
+        return Ok(());
+    }
+    let d = forwarded_tcp(None)?;
+    d.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 3. forwarding.disabled
+// ---------------------------------------------------------------------------
+
+fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, PingReport)> {
+    let line = LineTopology::new(&LineConfig {
+        forwarding,
+        ..LineConfig::default()
+    })?;
+    diagnose_during(
+        &line.router,
+        LineTopology::ROUTER_CLIENT_IF,
+        PING_WINDOW_SECS,
+        &[],
+        || ping_window(&line.client, LineTopology::SERVER_IP, PING_WINDOW_SECS),
+    )
+}
+
+#[test]
+fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
+    if !lab_ready(&["ping"]) {
+        return Ok(());
+    }
+    let (d, ping) = forwarding_scenario(false)?;
+    ensure!(
+        ping.transmitted > 0 && ping.received == 0,
+        "pings through a non-forwarding router must all be lost: {}",
+        ping.output
+    );
+    let finding = d.expect_finding("forwarding.disabled", "critical")?;
+    let evidence = get(finding, "evidence")?;
+    let dropped = as_i64(evidence, "dropped")?;
+    ensure!(
+        dropped > 0
+            && dropped == as_i64(d.facts("drops")?, "forwarding")?
+            && !as_bool(evidence, "ip_forward")?,
+        "evidence does not show forwarding drops with ip_forward off: {}",
+        short(evidence)
+    );
+    ensure!(
+        d.code == 2,
+        "a critical finding must exit 2:\n{}",
+        d.describe()
+    );
+    Ok(())
+}
+
+#[test]
+fn forwarding_enabled_on_the_gateway_is_healthy() -> Result<()> {
+    if !lab_ready(&["ping"]) {
+        return Ok(());
+    }
+    let (d, ping) = forwarding_scenario(true)?;
+    ensure!(
+        mostly_answered(&ping),
+        "pings through a forwarding router must be answered: {}",
+        ping.output
+    );
+    ensure!(
+        as_i64(d.facts("drops")?, "forwarding")? == 0 && as_bool(d.facts("host")?, "ip_forward")?,
+        "forwarding on, yet forwarding drops or ip_forward false:\n{}",
+        d.describe()
+    );
+    d.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 4. rpfilter.drops
+// ---------------------------------------------------------------------------
+
+/// Spoofed/asymmetric source: the client sends from 10.200.9.1, a prefix the router
+/// routes via its *server-side* interface. Arriving on eth0 (client side), strict
+/// rp_filter drops it (IP_RPFILTER); loose mode accepts it (a route exists) and forwards.
+const ASYMMETRIC_SRC: &str = "10.200.9.1";
+const ASYMMETRIC_NET: &str = "10.200.9.0/24";
+
+/// Echo requests the server's stack received (`IcmpInEchos`).
+fn echos_received(ns: &Netns) -> Result<u64> {
+    stats::net_counters(ns)?
+        .get("IcmpInEchos")
+        .copied()
+        .context("no IcmpInEchos counter")
+}
+
+fn rp_filter_scenario(mode: &str) -> Result<(Diagnosis, u64)> {
+    let line = LineTopology::new(&LineConfig::default())?;
+    line.client
+        .add_addr(LineTopology::CLIENT_IF, &format!("{ASYMMETRIC_SRC}/32"))?;
+    line.router
+        .add_route(ASYMMETRIC_NET, LineTopology::SERVER_IP)?;
+    // ARP from the client must use its link address: with the default arp_announce=0 it
+    // would announce 10.200.9.1, which strict rp_filter also refuses (the router would
+    // never answer ARP and no IP packet would arrive at all).
+    line.client.sysctl("net.ipv4.conf.all.arp_announce", "2")?;
+    line.client.sysctl(
+        &format!("net.ipv4.conf.{}.arp_announce", LineTopology::CLIENT_IF),
+        "2",
+    )?;
+    // The kernel applies max(all, iface): set both.
+    line.router.sysctl("net.ipv4.conf.all.rp_filter", mode)?;
+    line.router.sysctl(
+        &format!("net.ipv4.conf.{}.rp_filter", LineTopology::ROUTER_CLIENT_IF),
+        mode,
+    )?;
+    let echos_before = echos_received(&line.server)?;
+    let count = (PING_WINDOW_SECS * 5 + 5).to_string();
+    let (d, _) = diagnose_during(
+        &line.router,
+        LineTopology::ROUTER_CLIENT_IF,
+        PING_WINDOW_SECS,
+        &[],
+        || {
+            // No reply ever comes back (the server answers toward 10.200.9.1, which
+            // nobody owns): the exit status of ping is irrelevant.
+            line.client.output(&[
+                "ping",
+                "-n",
+                "-c",
+                &count,
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                "-I",
+                ASYMMETRIC_SRC,
+                LineTopology::SERVER_IP,
+            ])
+        },
+    )?;
+    let echos = echos_received(&line.server)?.saturating_sub(echos_before);
+    Ok((d, echos))
+}
+
+#[test]
+fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
+    if !lab_ready(&["ping", "sysctl"]) {
+        return Ok(());
+    }
+    let (d, echos) = rp_filter_scenario("1")?;
+    ensure!(
+        echos == 0,
+        "strict rp_filter should stop every spoofed echo at the router, the server got {echos}"
+    );
+    let finding = d.expect_finding("rpfilter.drops", "critical")?;
+    let evidence = get(finding, "evidence")?;
+    let dropped = as_i64(evidence, "dropped")?;
+    let by_reason = get(d.facts("drops")?, "by_reason")?;
+    ensure!(
+        dropped > 0
+            && as_i64(by_reason, "IP_RPFILTER")? == dropped
+            && as_i64(evidence, "rp_filter")? == 1,
+        "evidence does not show IP_RPFILTER drops under strict mode: {} / {}",
+        short(evidence),
+        short(by_reason)
+    );
+    ensure!(
+        d.code == 2,
+        "a critical finding must exit 2:\n{}",
+        d.describe()
+    );
+    Ok(())
+}
+
+#[test]
+fn loose_rp_filter_with_asymmetric_routing_is_healthy() -> Result<()> {
+    if !lab_ready(&["ping", "sysctl"]) {
+        return Ok(());
+    }
+    let (d, echos) = rp_filter_scenario("2")?;
+    ensure!(
+        echos > 0,
+        "loose rp_filter must let the spoofed echoes through to the server:\n{}",
+        d.describe()
+    );
+    ensure!(
+        as_i64(d.facts("host")?, "rp_filter")? == 2 && as_i64(d.facts("drops")?, "rpfilter")? == 0,
+        "loose mode: rp_filter fact must be 2 and no IP_RPFILTER drop:\n{}",
+        d.describe()
+    );
+    ensure!(
+        d.with_id("rpfilter.drops").is_empty(),
+        "rpfilter.drops in loose mode:\n{}",
+        d.describe()
+    );
+    d.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 5. wireguard.handshake_stale
+// ---------------------------------------------------------------------------
+
+const WG_A: &str = "10.250.0.1/24";
+const WG_B: &str = "10.250.0.2/24";
+const WG_B_IP: &str = "10.250.0.2";
+const WG_PORT: u16 = 51820;
+
+/// The `facts.peers` entry with public key `key`.
+fn peer<'a>(d: &'a Diagnosis, key: &str) -> Result<&'a Value> {
+    d.facts("peers")?
+        .as_array()
+        .context("peers")?
+        .iter()
+        .find(|p| p.get("name").and_then(Value::as_str) == Some(key))
+        .with_context(|| format!("no peer {key} in facts.peers:\n{}", d.describe()))
+}
+
+#[test]
+fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
+    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    // b listens on the endpoint but does not know a's public key: it drops every
+    // initiation, as with a wrong key on either side.
+    let b = WgInterface::new(&pair.b, WG_B, WG_PORT, 1420)?;
+    let a = WgInterface::new(&pair.a, WG_A, WG_PORT, 1420)?;
+    let endpoint = format!("{}:{WG_PORT}", PairTopology::B_IP);
+    a.add_peer(
+        b.public_key(),
+        Some(&endpoint),
+        &format!("{WG_B_IP}/32"),
+        None,
+    )?;
+    let (d, ping) = diagnose_during(&pair.a, a.ifname(), WG_WINDOW_SECS, &[], || {
+        ping_window(&pair.a, WG_B_IP, WG_WINDOW_SECS)
+    })?;
+    ensure!(
+        ping.transmitted > 0 && ping.received == 0,
+        "nothing may cross a tunnel without handshake: {}",
+        ping.output
+    );
+    ensure!(
+        a.latest_handshake()?.is_none(),
+        "a handshake completed although b does not know a: {}",
+        a.show()?
+    );
+    let finding = d.expect_finding("wireguard.handshake_stale", "critical")?;
+    let subject = as_str(finding, "subject")?;
+    ensure!(
+        subject == format!("peer {}", b.public_key()),
+        "tunnel scope: subject {subject:?} must name the peer {}",
+        b.public_key()
+    );
+    let evidence = get(finding, "evidence")?;
+    ensure!(
+        as_i64(evidence, "initiations_sent")? > 0
+            && as_i64(evidence, "responses_received")? == 0
+            && as_str(evidence, "endpoint")? == endpoint,
+        "evidence does not show unanswered initiations toward {endpoint}: {}",
+        short(evidence)
+    );
+    let p = peer(&d, b.public_key())?;
+    ensure!(
+        as_i64(p, "initiations_sent")? > 0
+            && as_i64(p, "responses_received")? == 0
+            && as_i64(p, "handshake_age_s")? == -1,
+        "peer facts must show initiations, no response, no handshake ever: {}",
+        short(p)
+    );
+    ensure!(
+        as_str(d.facts("tunnel")?, "kind")? == "wireguard",
+        "the interface was not recognised as WireGuard:\n{}",
+        d.describe()
+    );
+    ensure!(
+        d.code == 2,
+        "a critical finding must exit 2:\n{}",
+        d.describe()
+    );
+    Ok(())
+}
+
+#[test]
+fn wireguard_working_tunnel_is_healthy() -> Result<()> {
+    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let wg = WgTunnel::new(
+        &pair.a,
+        PairTopology::A_IP,
+        &pair.b,
+        PairTopology::B_IP,
+        &WgConfig::default(),
+    )?;
+    let (d, ping) = diagnose_during(&pair.a, wg.a.ifname(), WG_WINDOW_SECS, &[], || {
+        ping_window(&pair.a, wg.b.ip(), WG_WINDOW_SECS)
+    })?;
+    ensure!(
+        mostly_answered(&ping),
+        "pings across the working tunnel must be answered: {}",
+        ping.output
+    );
+    let p = peer(&d, wg.b.public_key())?;
+    ensure!(
+        as_i64(p, "handshake_age_s")? >= 0
+            && as_i64(p, "handshake_age_s")? <= 180
+            && as_i64(p, "rx_bytes_delta")? > 0
+            && as_i64(p, "tx_bytes_delta")? > 0,
+        "peer facts must show a recent handshake and traffic both ways: {}",
+        short(p)
+    );
+    ensure!(
+        d.with_id("wireguard.handshake_stale").is_empty(),
+        "wireguard.handshake_stale on a working tunnel:\n{}",
+        d.describe()
+    );
+    d.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 6. bond.single_link_hash
+// ---------------------------------------------------------------------------
+
+const BOND: &str = "bond0";
+
+/// Two namespaces joined by a balance-xor bond of two veth links with `policy`, addressed
+/// like [`PairTopology`].
+fn bonded_pair(policy: &str) -> Result<(Netns, Netns)> {
+    let (a, b) = (Netns::new()?, Netns::new()?);
+    for member in ["m0", "m1"] {
+        netdoctor_lab::veth::create_veth(
+            netdoctor_lab::VethEnd::ns(&a, member),
+            netdoctor_lab::VethEnd::ns(&b, member),
+        )?;
+    }
+    for (ns, addr) in [(&a, PairTopology::A_IP), (&b, PairTopology::B_IP)] {
+        ns.ip(&[
+            "link",
+            "add",
+            BOND,
+            "type",
+            "bond",
+            "mode",
+            "balance-xor",
+            "xmit_hash_policy",
+            policy,
+        ])
+        .context(
+            "this kernel cannot create a bond (is CONFIG_BONDING set / the bonding module \
+             loadable? see /proc/config.gz)",
+        )?;
+        for member in ["m0", "m1"] {
+            ns.ip(&["link", "set", member, "down"])?;
+            ns.ip(&["link", "set", member, "master", BOND])?;
+            ns.set_up(member)?;
+        }
+        ns.add_addr(BOND, &format!("{addr}/24"))?;
+        ns.set_up(BOND)?;
+    }
+    Ok((a, b))
+}
+
+fn bond_scenario(policy: &str) -> Result<Diagnosis> {
+    let (a, b) = bonded_pair(policy)?;
+    let wg = WgTunnel::new(
+        &a,
+        PairTopology::A_IP,
+        &b,
+        PairTopology::B_IP,
+        &WgConfig::default(),
+    )?;
+    let (d, _) = diagnose_during(&a, wg.a.ifname(), PING_WINDOW_SECS, &[], || {
+        ping_window(&a, wg.b.ip(), PING_WINDOW_SECS)
+    })?;
+    let tunnel = d.facts("tunnel")?;
+    ensure!(
+        as_str(tunnel, "underlay_iface")? == BOND
+            && as_str(tunnel, "underlay_bond_mode")? == "balance-xor"
+            && as_str(tunnel, "underlay_bond_policy")? == policy,
+        "the bond underlay was not recognised:\n{}",
+        d.describe()
+    );
+    Ok(d)
+}
+
+#[test]
+#[ignore = "needs a kernel with bonding: this lab's 6.18 kernel has `# CONFIG_BONDING is not set` \
+            and no modules (`ip link add type bond` -> Unknown device type); run with --ignored \
+            where bonds exist"]
+fn tunnel_over_layer2_hashing_bond_is_found_and_layer34_is_not() -> Result<()> {
+    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+        return Ok(());
+    }
+    let d = bond_scenario("layer2")?;
+    let finding = d.expect_finding("bond.single_link_hash", "warning")?;
+    let evidence = get(finding, "evidence")?;
+    ensure!(
+        as_str(evidence, "bond")? == BOND
+            && as_str(evidence, "mode")? == "balance-xor"
+            && as_str(evidence, "xmit_hash_policy")? == "layer2",
+        "evidence does not name the bond and its policy: {}",
+        short(evidence)
+    );
+    d.expect_warnings_only()?;
+
+    let twin = bond_scenario("layer3+4")?;
+    ensure!(
+        twin.with_id("bond.single_link_hash").is_empty(),
+        "bond.single_link_hash with xmit_hash_policy layer3+4:\n{}",
+        twin.describe()
+    );
+    twin.expect_healthy()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The active probe on a lossy path (why the lossy scenarios above use --no-probe)
+// ---------------------------------------------------------------------------
+
+/// `diagnose` probes the remote end of every connection that retransmitted full-size
+/// segments, i.e. precisely the hosts behind lossy paths. A probe that took two silent
+/// losses of one size for "too big, no ICMP" reported blackholes on paths with random loss
+/// and no MTU problem at all (measured before the fix: 3-4 false blackholes in 20-25 probes
+/// at 40 % loss, path MTU 1249-1499 instead of 1500). Now a silent failure is confirmed by
+/// re-testing the size that passed; loss is 40 % here to make a regression near-certain.
+#[test]
+fn probe_does_not_mistake_random_loss_for_a_blackhole() -> Result<()> {
+    if !lab_ready(&["nft"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let _loss = PacketLoss::add(&pair.b, PairTopology::IFNAME, Direction::Ingress, 40)?;
+    let mut wrong = Vec::new();
+    for _ in 0..20 {
+        let out = netdoctor::run(
+            Some(&pair.a),
+            &["probe", PairTopology::B_IP, "--json"],
+            Duration::from_secs(60),
+        )?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json: Value = serde_json::from_str(&stdout)
+            .with_context(|| format!("`netdoctor probe` printed no JSON: {stdout}"))?;
+        let blackhole = as_bool(&json, "blackhole")?;
+        let lossy = as_bool(&json, "lossy")?;
+        let path_mtu = get(&json, "path_mtu")?.as_i64();
+        // No answer at all (path_mtu null) is an honest result, and so is a smaller MTU
+        // flagged as a lower bound (`lossy`); a blackhole or an unflagged smaller MTU is not.
+        if blackhole || (!lossy && path_mtu.is_some_and(|m| m != 1500)) {
+            wrong.push(format!("blackhole {blackhole} path_mtu {path_mtu:?}"));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "random loss on a 1500-byte path read as a PMTU problem in {} of 20 probes: {:?}",
+        wrong.len(),
+        wrong
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// 7. Exit code 3
+// ---------------------------------------------------------------------------
+
+#[test]
+fn unknown_interface_exits_3() -> Result<()> {
+    if !ci::require_bpf_or_skip() {
+        return Ok(());
+    }
+    let ns = Netns::new()?;
+    let out = netdoctor::run(
+        Some(&ns),
+        &["diagnose", "nosuch0", "--duration", "1s", "--json"],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(EXIT_UNKNOWN),
+        "unknown interface: exit {} instead of {EXIT_UNKNOWN}; stderr: {stderr}",
+        out.status
+    );
+    ensure!(
+        stderr.contains("nosuch0"),
+        "stderr does not name the interface: {stderr}"
+    );
+    ensure!(
+        out.stdout.is_empty(),
+        "no report may be printed for an unknown interface: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(())
+}

@@ -46,6 +46,15 @@ struct {
 /* Close events the ring buffer had no room for (the agent reports them). */
 __u64 sock_events_lost = 0;
 
+/* Network namespace (inode) whose sockets to report; 0 = all. Tracepoints fire for every
+ * namespace: filtering here keeps other namespaces' churn out of the maps and the ring. */
+const volatile __u32 target_netns = 0;
+
+static __always_inline bool foreign(const struct sock *sk)
+{
+	return target_netns && BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != target_netns;
+}
+
 /* Keeps the event type in the skeleton's BTF-derived types. */
 struct nd_sock_close nd_sock_close_type = {};
 
@@ -154,6 +163,8 @@ int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
 {
 	if (retransmit_has_err && (int)ctx[2] != 0)
 		return 0;
+	if (foreign(sk))
+		return 0;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
 
 	if (!tp)
@@ -192,7 +203,7 @@ int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(nd_sock_state, const struct sock *sk, const int oldstate, const int newstate)
 {
-	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP || foreign(sk))
 		return 0;
 	__u64 cookie = bpf_get_socket_cookie((void *)sk);
 

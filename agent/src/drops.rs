@@ -21,6 +21,11 @@ unsafe impl plain::Plain for nd_drop_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for nd_drop_stats {}
 
+/// Reasons the kernel reports through kfree_skb that are not packets lost on the network:
+/// queued data freed when a socket is closed or its queues are purged (every ordinary TCP
+/// teardown produces some). They are left out of every report.
+pub const NOT_NETWORK_DROPS: [&str; 2] = ["QUEUE_PURGE", "SOCKET_CLOSE"];
+
 /// Drops of one (interface, reason, protocol).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DropCount {
@@ -113,6 +118,9 @@ impl<'obj> DropProbe<'obj> {
         }
         let mut out: Vec<DropCount> = totals
             .into_iter()
+            .filter(|((_, code, _, _), _)| {
+                !NOT_NETWORK_DROPS.contains(&self.reason_name(*code).as_str())
+            })
             .map(
                 |((ifindex, code, ethertype, protocol), (packets, bytes))| DropCount {
                     ifindex,

@@ -65,7 +65,7 @@ pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
     let before = probe.counts()?;
     let overflow_before = probe.overflow();
     let started = Instant::now();
-    observe(args.duration).await;
+    observe(args.duration, || {}).await;
     let after = probe.counts()?;
     let report = DropsReport {
         duration_s: started.elapsed().as_secs_f64(),

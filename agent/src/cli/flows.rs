@@ -47,6 +47,9 @@ pub struct FlowsReport {
     pub congestion_control_sysctl: CongestionControl,
     /// Which socket signals this kernel provides.
     pub socket_signals: Signals,
+    /// Close events the kernel could not queue (ring buffer full): short connections
+    /// that may be missing from `sockets`.
+    pub close_events_lost: u64,
 }
 
 /// Socket snapshots taken at the start of the window.
@@ -95,6 +98,7 @@ impl FlowsReport {
             .as_ref()
             .map(|s| s.probes.signals())
             .unwrap_or_default();
+        let close_events_lost = sockets.as_ref().map_or(0, |s| s.probes.lost_events());
         let socket_rows = match sockets {
             Some(start) => start.finish(iface.index, elapsed.as_secs_f64())?,
             None => Vec::new(),
@@ -123,6 +127,7 @@ impl FlowsReport {
             sockets: socket_rows,
             congestion_control_sysctl: CongestionControl::read(),
             socket_signals,
+            close_events_lost,
             interface: iface,
         })
     }
@@ -153,7 +158,14 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     );
     let start = probes.as_ref().map(SocketStart::take).transpose()?;
     let started = Instant::now();
-    observe(args.duration).await;
+    observe(args.duration, || {
+        if let Some(p) = &probes {
+            if let Err(e) = p.poll_closed() {
+                tracing::warn!("reading close events: {e}");
+            }
+        }
+    })
+    .await;
     let report = FlowsReport::collect(&dp, start, iface, hooks, started.elapsed(), args.top)?;
     drop(dp);
     if args.json {
@@ -164,11 +176,13 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits for `duration` or Ctrl-C, showing the time left when stderr is a terminal.
-pub(super) async fn observe(duration: Duration) {
+/// Waits for `duration` or Ctrl-C, calling `every_250ms` meanwhile (to drain event rings)
+/// and showing the time left when stderr is a terminal.
+pub(super) async fn observe(duration: Duration, mut every_250ms: impl FnMut()) {
     let tty = std::io::stderr().is_terminal();
     let deadline = tokio::time::Instant::now() + duration;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut ticks = 0u64;
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break,
@@ -176,9 +190,13 @@ pub(super) async fn observe(duration: Duration) {
                 eprintln!("\nnetdoctor: interrupted; reporting what was seen so far");
                 break;
             }
-            _ = tick.tick(), if tty => {
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                eprint!("\r  {}s left ", left.as_secs());
+            _ = tick.tick() => {
+                every_250ms();
+                ticks += 1;
+                if tty && ticks % 4 == 1 {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    eprint!("\r  {}s left ", left.as_secs());
+                }
             }
         }
     }

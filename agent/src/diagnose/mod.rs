@@ -158,8 +158,22 @@ pub async fn diagnose(
         humantime::format_duration(opts.duration)
     ));
     let started = Instant::now();
-    tokio::time::sleep(opts.duration).await;
+    // Close events queue in a bounded ring: read it while waiting.
+    while started.elapsed() < opts.duration {
+        let left = opts.duration.saturating_sub(started.elapsed());
+        tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        if let Some(s) = &sockets {
+            s.poll_closed()?;
+        }
+    }
     let elapsed = started.elapsed();
+    if let Some(lost) = sockets
+        .as_ref()
+        .map(SocketProbes::lost_events)
+        .filter(|l| *l > 0)
+    {
+        notes.push(format!("{lost} connection-close events were lost (ring buffer full): short connections may be missing"));
+    }
     let end = collect::Snapshot::take(&collect::refresh(&tun), sockets.as_ref(), drops.as_ref())?;
 
     let observed = collect::Observation {

@@ -50,6 +50,8 @@ pub struct Signals {
 /// The loaded socket programs. Dropping it detaches them.
 pub struct SocketProbes<'obj> {
     skel: SocketsSkel<'obj>,
+    /// Close events read from the ring but not yet handed out.
+    closed: std::sync::Mutex<Vec<ClosedSocket>>,
     netns: u32,
     iter_link: Option<Link>,
     links: Vec<Link>,
@@ -76,9 +78,11 @@ impl<'obj> SocketProbes<'obj> {
             retransmits: btf::has_tracepoint(&kernel, "tcp_retransmit_skb"),
             lifecycle: btf::has_tracepoint(&kernel, "inet_sock_set_state"),
         };
+        let netns = crate::sysctl::current_netns().unwrap_or(0);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.retransmit_has_err =
                 btf::tracepoint_args(&kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3;
+            rodata.target_netns = netns;
         }
         open.progs.nd_iter_tcp.set_autoload(signals.snapshots);
         open.progs
@@ -137,7 +141,8 @@ impl<'obj> SocketProbes<'obj> {
         .collect();
         Ok(SocketProbes {
             skel,
-            netns: crate::sysctl::current_netns().unwrap_or(0),
+            closed: std::sync::Mutex::new(Vec::new()),
+            netns,
             iter_link,
             links,
             signals,
@@ -195,8 +200,9 @@ impl<'obj> SocketProbes<'obj> {
         Ok(out)
     }
 
-    /// Connections of the loading namespace that closed since the last call.
-    pub fn drain_closed(&self) -> Result<Vec<ClosedSocket>> {
+    /// Moves close events from the ring buffer into memory. Call it often (every few
+    /// hundred milliseconds) while observing: the ring holds about 1,200 events.
+    pub fn poll_closed(&self) -> Result<()> {
         let events = RefCell::new(Vec::new());
         let mut builder = RingBufferBuilder::new();
         builder
@@ -222,7 +228,22 @@ impl<'obj> SocketProbes<'obj> {
             source: e,
         })?;
         drop(ring);
-        Ok(events.into_inner())
+        self.closed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(events.into_inner());
+        Ok(())
+    }
+
+    /// Connections of the loading namespace that closed since the last call.
+    pub fn drain_closed(&self) -> Result<Vec<ClosedSocket>> {
+        self.poll_closed()?;
+        Ok(std::mem::take(
+            &mut *self
+                .closed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        ))
     }
 
     /// Close events lost because the ring buffer was full.

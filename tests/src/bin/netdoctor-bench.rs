@@ -23,6 +23,23 @@
 //! that netdoctor process started *and* that are attached to the watched interface (other
 //! netdoctor processes on the machine may have `nd_*` programs loaded).
 //!
+//! The `tracing` section (on by default; `--configs tracing` alone runs only it) measures
+//! netdoctor's tracing programs per event, loaded as the product loads them: `netdoctor
+//! flows` (iter/tcp `nd_iter_tcp`, tp_btf `nd_tcp_retransmit` and `nd_sock_state`, which
+//! snapshots all sockets at the start and the end of its window) and `netdoctor drops`
+//! (tp_btf `nd_kfree_skb`), each run in the watched namespace and stopped with SIGINT. For
+//! each command: an idle window (nothing generated), then a load window: iperf3 a→b with
+//! random loss on `b/eth0` ingress (nft; retransmissions and drops) and a loop of short TCP
+//! connections over `lo` in the watched namespace (socket state changes; kept off the lossy
+//! link, where one lost SYN stalls a connection for a second). Tracepoints fire in every
+//! namespace, so other activity on the machine counts too. There is no empty program for
+//! tracepoints, so ns/event is raw; the empty tc programs attached to the watched interface
+//! in the same window are printed beside it: that is what the statistics' clock reads cost.
+//! The kernel counts one iter/tcp run per socket visited plus a closing run, so the
+//! snapshot cost is reported per snapshot and per socket, beside `ss -tan`'s count. These
+//! programs are identified by the ids the netdoctor process holds (`/proc/PID/fdinfo`),
+//! kept open so that the end-of-window snapshot can still be read after netdoctor exits.
+//!
 //! Statistics are switched on with `BPF_ENABLE_STATS` (the mechanism behind
 //! `kernel.bpf_stats_enabled`): the kernel switches them off again when the benchmark's
 //! descriptor closes, even if it is killed, and the sysctl itself is never written.
@@ -31,19 +48,24 @@
 //! the options. Text goes to stdout, progress to stderr; `--json` prints one JSON document.
 
 use std::collections::{HashMap, HashSet};
-use std::io;
+use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
-use netdoctor_lab::{ci, cmd, traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology};
+use netdoctor_lab::{
+    ci, cmd, traffic, BgProcess, Direction, Iperf3Opts, Iperf3Server, Netns, PacketLoss,
+    PairTopology,
+};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
@@ -70,6 +92,8 @@ const TARGET_NS_ABOVE_FLOOR: f64 = 40.0;
 const IPERF_PORT: u16 = 5201;
 /// Needle netdoctor prints on stderr once its programs are attached.
 const WATCHING: &str = "netdoctor: watching";
+/// The --configs entry selecting the tracing-program section.
+const TRACING: &str = "tracing";
 
 /// Set by SIGINT/SIGTERM: stop after the current run and clean up.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -123,7 +147,9 @@ impl Config {
         Config::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .with_context(|| format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native)"))
+            .with_context(|| {
+                format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native, tracing)")
+            })
     }
 
     /// netdoctor's flags for this configuration (`tc` uses the default, which must pick tc
@@ -180,7 +206,12 @@ struct Args {
     json: bool,
     netdoctor: PathBuf,
     side: Side,
+    /// Packet configurations (the `tracing` entry of --configs is `tracing`).
     configs: Vec<Config>,
+    /// Measure the tracing programs (`tracing` in --configs).
+    tracing: bool,
+    tracing_duration: u32,
+    tracing_loss: u8,
 }
 
 const USAGE: &str = "\
@@ -195,7 +226,11 @@ OPTIONS:
   --parallel-duration SECS  iperf3 time of that run (default 3)
   --side receiver|sender    end netdoctor watches: b/eth0 (receiver, default: ingress sees
                             the data, so XDP handles GSO super-packets) or a/eth0 (sender)
-  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native (default all)
+  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native,tracing
+                            (default all); tracing = per-event cost of the socket probes
+                            (netdoctor flows) and the kfree_skb program (netdoctor drops)
+  --tracing-duration SECS   load window per tracing command (default 6; plus 2 s idle each)
+  --tracing-loss PCT        random loss on the receiver's ingress during it (default 3)
   --netdoctor PATH          netdoctor binary (default: next to this binary)
   --json                    print one JSON document instead of the text report
   -h, --help                this text
@@ -215,6 +250,9 @@ fn parse_args() -> Result<Option<Args>> {
         netdoctor: exe_dir.join("netdoctor"),
         side: Side::Receiver,
         configs: Config::ALL.to_vec(),
+        tracing: true,
+        tracing_duration: 6,
+        tracing_loss: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -251,17 +289,35 @@ fn parse_args() -> Result<Option<Args>> {
                 }
             }
             "--configs" => {
-                args.configs = value()?
-                    .split(',')
-                    .filter(|s| !s.is_empty())
+                let list = value()?;
+                let items: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+                args.tracing = items.contains(&TRACING);
+                args.configs = items
+                    .into_iter()
+                    .filter(|s| *s != TRACING)
                     .map(Config::parse)
                     .collect::<Result<_>>()?;
+            }
+            "--tracing-duration" => args.tracing_duration = number(value()?)?,
+            "--tracing-loss" => {
+                args.tracing_loss = u8::try_from(number(value()?)?)
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .context("--tracing-loss must be a percentage (0-100)")?;
             }
             other => bail!("unknown argument {other:?}; see --help"),
         }
     }
     ensure!(args.duration >= 1, "--duration must be at least 1 s");
     ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    ensure!(
+        args.tracing_duration >= 1,
+        "--tracing-duration must be at least 1 s"
+    );
+    ensure!(
+        args.tracing || !args.configs.is_empty(),
+        "--configs selects nothing to measure"
+    );
     ensure!(
         args.parallel == 0 || args.parallel_duration >= 1,
         "--parallel-duration must be at least 1 s"
@@ -584,6 +640,15 @@ impl<'obj> Floor<'obj> {
         }
     }
 
+    /// Cumulative statistics of the empty program for `hook`.
+    fn counter(&self, hook: Hook) -> io::Result<Counter> {
+        Counter::read(match hook {
+            Hook::Xdp => self.skel.progs.floor_xdp.as_fd(),
+            Hook::TcIn => self.skel.progs.floor_tc_in.as_fd(),
+            Hook::TcOut => self.skel.progs.floor_tc_out.as_fd(),
+        })
+    }
+
     /// Attaches the empty programs on `hooks` of the watched interface; they stay attached
     /// while the returned descriptors are open. tcx appends them behind what is there.
     fn attach(
@@ -881,6 +946,885 @@ fn progress(run: &Run, total: usize, done: usize) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Tracing programs
+// ---------------------------------------------------------------------------------------
+
+/// Needle `netdoctor drops` prints on stderr once its program is attached.
+const COUNTING_DROPS: &str = "netdoctor: counting kernel drops";
+/// Idle window before each load window: nothing generated.
+const TRACING_IDLE: Duration = Duration::from_secs(2);
+/// Request and reply size of one short connection.
+const SHORT_CONN_BYTES: usize = 64;
+/// The kernel keeps 15 characters of a program's name (BPF_OBJ_NAME_LEN − 1).
+const BPF_NAME_MAX: usize = 15;
+
+/// A netdoctor tracing program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TraceProg {
+    /// Function name in `ebpf/*.bpf.c`.
+    name: &'static str,
+    /// ELF section (hook).
+    section: &'static str,
+    /// The netdoctor command that loads it.
+    command: &'static str,
+}
+
+impl TraceProg {
+    /// The name as the kernel reports it.
+    fn kernel_name(self) -> &'static str {
+        &self.name[..self.name.len().min(BPF_NAME_MAX)]
+    }
+}
+
+const ND_TCP_RETRANSMIT: TraceProg = TraceProg {
+    name: "nd_tcp_retransmit",
+    section: "tp_btf/tcp_retransmit_skb",
+    command: "flows",
+};
+const ND_SOCK_STATE: TraceProg = TraceProg {
+    name: "nd_sock_state",
+    section: "tp_btf/inet_sock_set_state",
+    command: "flows",
+};
+const ND_ITER_TCP: TraceProg = TraceProg {
+    name: "nd_iter_tcp",
+    section: "iter/tcp",
+    command: "flows",
+};
+const ND_KFREE_SKB: TraceProg = TraceProg {
+    name: "nd_kfree_skb",
+    section: "tp_btf/kfree_skb",
+    command: "drops",
+};
+
+/// Cumulative (or, after [`Counter::since`], windowed) statistics of one program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counter {
+    runs: u64,
+    run_time_ns: u64,
+    /// Runs the kernel skipped because the program was already running on that CPU.
+    recursion_misses: u64,
+}
+
+impl Counter {
+    fn read(fd: BorrowedFd<'_>) -> io::Result<Counter> {
+        let info = prog_info(fd, &mut [])?;
+        Ok(Counter {
+            runs: info.run_cnt,
+            run_time_ns: info.run_time_ns,
+            recursion_misses: info.recursion_misses,
+        })
+    }
+
+    fn since(self, before: Counter) -> Counter {
+        Counter {
+            runs: self.runs.saturating_sub(before.runs),
+            run_time_ns: self.run_time_ns.saturating_sub(before.run_time_ns),
+            recursion_misses: self
+                .recursion_misses
+                .saturating_sub(before.recursion_misses),
+        }
+    }
+
+    fn plus(self, other: Counter) -> Counter {
+        Counter {
+            runs: self.runs + other.runs,
+            run_time_ns: self.run_time_ns + other.run_time_ns,
+            recursion_misses: self.recursion_misses + other.recursion_misses,
+        }
+    }
+
+    fn ns_per_run(self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
+    }
+}
+
+/// `bpf_prog_info` of `fd`; fills `map_ids` (up to its length) with the program's maps.
+fn prog_info(fd: BorrowedFd<'_>, map_ids: &mut [u32]) -> io::Result<libbpf_sys::bpf_prog_info> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    if !map_ids.is_empty() {
+        info.nr_map_ids = u32::try_from(map_ids.len()).unwrap_or(u32::MAX);
+        info.map_ids = map_ids.as_mut_ptr() as u64;
+    }
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a zero-initialised bpf_prog_info of `len` bytes; its only pointer,
+    // `map_ids`, is null or points at `map_ids`, which holds `nr_map_ids` entries and
+    // outlives the call.
+    let rc = unsafe {
+        libbpf_sys::bpf_obj_get_info_by_fd(
+            fd.as_raw_fd(),
+            (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(info)
+}
+
+/// A netdoctor program held open by id: its statistics stay readable after netdoctor
+/// exits (the end-of-window snapshot of `netdoctor flows` runs just before it exits).
+#[derive(Debug)]
+struct HeldProg {
+    prog: TraceProg,
+    id: u32,
+    fd: OwnedFd,
+}
+
+impl HeldProg {
+    fn open(prog: TraceProg, id: u32) -> Result<HeldProg> {
+        // SAFETY: plain syscall wrapper without pointer arguments.
+        let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(-fd))
+                .with_context(|| format!("opening program {id} ({})", prog.name));
+        }
+        // SAFETY: bpf_prog_get_fd_by_id returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(HeldProg { prog, id, fd })
+    }
+
+    fn stats(&self) -> Result<Counter> {
+        Counter::read(self.fd.as_fd())
+            .with_context(|| format!("statistics of {} (id {})", self.prog.name, self.id))
+    }
+}
+
+/// Ids of the BPF programs process `pid` holds (program and link descriptors).
+fn process_prog_ids(pid: u32) -> Result<HashSet<u32>> {
+    let dir = PathBuf::from(format!("/proc/{pid}/fdinfo"));
+    let mut ids = HashSet::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        // A descriptor may close while we look: skip it.
+        let Ok(text) = entry.and_then(|e| std::fs::read_to_string(e.path())) else {
+            continue;
+        };
+        ids.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|v| v.trim().parse::<u32>().ok()),
+        );
+    }
+    Ok(ids)
+}
+
+/// Opens `wanted`, each the one program of that name that the netdoctor process holds and
+/// that appeared after it started (other netdoctor processes may run the same programs).
+fn hold_programs(
+    nd: &BgProcess,
+    known: &HashSet<u32>,
+    wanted: &[TraceProg],
+) -> Result<Vec<HeldProg>> {
+    let held_by = process_prog_ids(nd.pid())?;
+    let all = all_programs();
+    wanted
+        .iter()
+        .map(|&prog| {
+            let ids: Vec<u32> = held_by
+                .iter()
+                .copied()
+                .filter(|id| !known.contains(id))
+                .filter(|id| all.get(id).is_some_and(|p| p.name == prog.kernel_name()))
+                .collect();
+            ensure!(
+                ids.len() == 1,
+                "expected one new {} program held by netdoctor (pid {}), found {ids:?}; \
+                 netdoctor stderr: {}",
+                prog.name,
+                nd.pid(),
+                nd.stderr().unwrap_or_default().trim()
+            );
+            HeldProg::open(prog, ids[0])
+        })
+        .collect()
+}
+
+/// A `u64` global in the `.bss` of a held program's object (e.g. `sock_events_lost`).
+struct BssCounter {
+    map: libbpf_rs::MapHandle,
+    offset: usize,
+}
+
+impl std::fmt::Debug for BssCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BssCounter")
+            .field("offset", &self.offset)
+            .finish()
+    }
+}
+
+impl BssCounter {
+    fn open(prog: &HeldProg, var: &str) -> Result<BssCounter> {
+        use libbpf_rs::btf::types::{DataSec, Var};
+        use libbpf_rs::MapCore;
+
+        let mut ids = [0u32; 32];
+        let info = prog_info(prog.fd.as_fd(), &mut ids).context("listing the program's maps")?;
+        let n = (info.nr_map_ids as usize).min(ids.len());
+        let map = ids[..n]
+            .iter()
+            .filter_map(|&id| libbpf_rs::MapHandle::from_map_id(id).ok())
+            .find(|m| m.name().to_string_lossy().ends_with(".bss"))
+            .with_context(|| format!("{} uses no .bss map", prog.prog.name))?;
+        let btf = libbpf_rs::btf::Btf::from_prog_id(prog.id).context("the program's BTF")?;
+        let sec: DataSec<'_> = btf
+            .type_by_name(".bss")
+            .context("no .bss section in the program's BTF")?;
+        let offset = (0..sec.len())
+            .filter_map(|i| sec.get(i))
+            .find(|v| {
+                btf.type_by_id::<Var<'_>>(v.ty)
+                    .and_then(|t| t.name())
+                    .is_some_and(|name| name == var)
+            })
+            .map(|v| v.offset as usize)
+            .with_context(|| format!("no {var} in .bss"))?;
+        ensure!(
+            offset + 8 <= map.value_size() as usize,
+            "{var} at offset {offset} lies outside the .bss map"
+        );
+        Ok(BssCounter { map, offset })
+    }
+
+    fn read(&self) -> Result<u64> {
+        use libbpf_rs::MapCore;
+
+        let value = self
+            .map
+            .lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+            .context("reading .bss")?
+            .context(".bss has no value")?;
+        let bytes: [u8; 8] = value
+            .get(self.offset..self.offset + 8)
+            .and_then(|b| b.try_into().ok())
+            .context(".bss value too short")?;
+        Ok(u64::from_ne_bytes(bytes))
+    }
+}
+
+/// Sockets `ss -tan` lists in a namespace.
+#[derive(Debug, Clone, Copy)]
+struct SsCount {
+    sockets: u64,
+    time_wait: u64,
+}
+
+fn ss_count(ns: &Netns) -> Option<SsCount> {
+    let out = ns.run(&["ss", "-Htan"]).ok()?;
+    let lines = out.lines().filter(|l| !l.trim().is_empty());
+    let (mut sockets, mut time_wait) = (0, 0);
+    for l in lines {
+        sockets += 1;
+        if l.starts_with("TIME-WAIT") {
+            time_wait += 1;
+        }
+    }
+    Some(SsCount { sockets, time_wait })
+}
+
+/// Short TCP connections made by the client loop.
+#[derive(Debug, Clone, Copy, Default)]
+struct ConnStats {
+    connections: u64,
+    failures: u64,
+}
+
+/// Connect, send a request, read the reply until the server closes, close.
+fn one_connection(addr: SocketAddr) -> io::Result<()> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(&[0x5a; SHORT_CONN_BYTES])?;
+    let mut reply = Vec::with_capacity(SHORT_CONN_BYTES);
+    s.read_to_end(&mut reply)?;
+    if reply.len() != SHORT_CONN_BYTES {
+        return Err(io::Error::other("short reply"));
+    }
+    Ok(())
+}
+
+fn client_loop(addr: SocketAddr, stop: &AtomicBool) -> ConnStats {
+    let mut st = ConnStats::default();
+    while !stop.load(Ordering::Relaxed) && !STOP.load(Ordering::Relaxed) {
+        match one_connection(addr) {
+            Ok(()) => st.connections += 1,
+            Err(_) => {
+                st.failures += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    st
+}
+
+/// Serves one connection at a time: read the request, answer, close first (the
+/// TIME-WAIT stays on this side). The listener's receive timeout bounds each accept.
+fn serve_loop(listener: &TcpListener, stop: &AtomicBool) {
+    let mut buf = [0u8; SHORT_CONN_BYTES];
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((mut s, _)) = listener.accept() else {
+            continue;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.read_exact(&mut buf).is_ok() {
+            let _ = s.write_all(&buf);
+        }
+    }
+}
+
+/// A listener on 127.0.0.1 in `ns` whose accept() returns after 100 ms without a client
+/// (SO_RCVTIMEO applies to accept; std sets it only through TcpStream).
+fn short_conn_listener(ns: &Netns) -> Result<TcpListener> {
+    ns.run_in(|| -> io::Result<TcpListener> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let sock = TcpStream::from(OwnedFd::from(listener));
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(TcpListener::from(OwnedFd::from(sock)))
+    })?
+    .context("creating the short-connection listener")
+}
+
+/// What was generated in one load window.
+#[derive(Debug, Clone, Copy)]
+struct TraceTraffic {
+    secs: f64,
+    gbps: f64,
+    retransmits: Option<u64>,
+    conns: ConnStats,
+    nft_dropped: Option<u64>,
+}
+
+/// iperf3 a→b for `secs` (through the lossy link) while a client loop makes short TCP
+/// connections over lo in the watched namespace.
+fn tracing_traffic(lab: &Lab, secs: u32) -> Result<(traffic::Iperf3Report, ConnStats)> {
+    let ns = lab.watched();
+    let listener = short_conn_listener(ns)?;
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|scope| -> Result<(traffic::Iperf3Report, ConnStats)> {
+        let server = {
+            let stop = Arc::clone(&stop);
+            scope.spawn(move || serve_loop(&listener, &stop))
+        };
+        let client = {
+            let stop = Arc::clone(&stop);
+            scope.spawn(move || ns.run_in(move || client_loop(addr, &stop)))
+        };
+        let iperf = lab.iperf(secs, 1);
+        stop.store(true, Ordering::SeqCst);
+        let conns = client.join();
+        let served = server.join();
+        let conns = match conns {
+            Ok(c) => c?,
+            Err(_) => bail!("the short-connection client panicked"),
+        };
+        ensure!(served.is_ok(), "the short-connection server panicked");
+        Ok((iperf?, conns))
+    })
+}
+
+/// One program over the idle and the load window.
+#[derive(Debug, Clone)]
+struct TraceRow {
+    prog: TraceProg,
+    id: u32,
+    idle: Counter,
+    load: Counter,
+    /// Empty tc programs on the watched interface in the same load window (in + out).
+    floor: Counter,
+}
+
+/// The tracepoint programs of one command over an idle and a load window.
+#[derive(Debug, Clone)]
+struct TracePhase {
+    command: &'static str,
+    idle_secs: f64,
+    load_secs: f64,
+    rows: Vec<TraceRow>,
+    floor: Counter,
+    traffic: TraceTraffic,
+}
+
+/// Idle window, then the load window with the empty tc programs attached.
+fn trace_windows(
+    lab: &Lab,
+    floor: &Floor<'_>,
+    loss: &PacketLoss,
+    held: &[&HeldProg],
+    command: &'static str,
+    secs: u32,
+) -> Result<TracePhase> {
+    let read = || held.iter().map(|h| h.stats()).collect::<Result<Vec<_>>>();
+    let idle0 = read()?;
+    let t0 = Instant::now();
+    std::thread::sleep(TRACING_IDLE);
+    let idle1 = read()?;
+    let idle_secs = t0.elapsed().as_secs_f64();
+
+    let hooks = [Hook::TcIn, Hook::TcOut];
+    let links = floor.attach(lab.watched(), lab.ifindex, &hooks, 0)?;
+    let floor_stats = || -> Result<Counter> {
+        hooks.iter().try_fold(Counter::default(), |acc, &h| {
+            Ok(acc.plus(floor.counter(h).context("floor statistics")?))
+        })
+    };
+    let nft0 = loss.dropped_packets().ok();
+    let floor0 = floor_stats()?;
+    let load0 = read()?;
+    let t1 = Instant::now();
+    let (report, conns) = tracing_traffic(lab, secs)?;
+    let load1 = read()?;
+    let load_secs = t1.elapsed().as_secs_f64();
+    let floor1 = floor_stats()?;
+    let nft1 = loss.dropped_packets().ok();
+    drop(links);
+    let floor = floor1.since(floor0);
+
+    let rows = held
+        .iter()
+        .enumerate()
+        .map(|(i, h)| TraceRow {
+            prog: h.prog,
+            id: h.id,
+            idle: idle1[i].since(idle0[i]),
+            load: load1[i].since(load0[i]),
+            floor,
+        })
+        .collect();
+    Ok(TracePhase {
+        command,
+        idle_secs,
+        load_secs,
+        rows,
+        floor,
+        traffic: TraceTraffic {
+            secs: load_secs,
+            gbps: report.received_bits_per_second / 1e9,
+            retransmits: report.retransmits,
+            conns,
+            nft_dropped: nft0.zip(nft1).map(|(a, b)| b.saturating_sub(a)),
+        },
+    })
+}
+
+/// One iter/tcp snapshot of `netdoctor flows`.
+#[derive(Debug, Clone, Copy)]
+struct IterSnapshot {
+    when: &'static str,
+    /// Program runs: one per socket visited plus one closing run.
+    stats: Counter,
+    ss: Option<SsCount>,
+}
+
+impl IterSnapshot {
+    fn sockets_visited(&self) -> u64 {
+        self.stats.runs.saturating_sub(1)
+    }
+}
+
+/// The statistics once netdoctor's start-of-window snapshot is complete.
+fn wait_first_snapshot(iter: &HeldProg) -> Result<Counter> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = iter.stats()?;
+        if c.runs > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+            let again = iter.stats()?;
+            if again == c {
+                return Ok(c);
+            }
+            continue;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "netdoctor flows took no iter/tcp snapshot within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What the tracing section measured.
+#[derive(Debug, Clone)]
+struct Tracing {
+    loss_percent: u8,
+    secs: u32,
+    phases: Vec<TracePhase>,
+    iter: Option<(u32, Vec<IterSnapshot>)>,
+    /// Close events `netdoctor flows` could not queue (its ring buffer was full).
+    sock_events_lost: Option<u64>,
+    /// Drops `netdoctor drops` reported: all, and NETFILTER_DROP.
+    drops_reported: Option<(u64, u64)>,
+}
+
+fn spawn_netdoctor(lab: &Lab, argv: &[&str], needle: &str) -> Result<(BgProcess, HashSet<u32>)> {
+    let known: HashSet<u32> = all_programs().into_keys().collect();
+    let mut nd = lab.watched().spawn(argv)?;
+    nd.wait_for_output(needle, Duration::from_secs(30))
+        .with_context(|| format!("`{}` did not start", argv.join(" ")))?;
+    Ok((nd, known))
+}
+
+fn run_tracing(lab: &Lab, floor: &Floor<'_>, netdoctor: &str, args: &Args) -> Result<Tracing> {
+    let loss = PacketLoss::add(
+        &lab.topo.b,
+        PairTopology::IFNAME,
+        Direction::Ingress,
+        args.tracing_loss,
+    )?;
+    let ns = lab.watched();
+    let mut out = Tracing {
+        loss_percent: args.tracing_loss,
+        secs: args.tracing_duration,
+        phases: Vec::new(),
+        iter: None,
+        sock_events_lost: None,
+        drops_reported: None,
+    };
+
+    // netdoctor flows: iter/tcp + the two socket tracepoints (and its tc programs).
+    ensure!(!STOP.load(Ordering::SeqCst), "interrupted");
+    eprintln!("netdoctor-bench: tracing — netdoctor flows (socket probes)");
+    let argv = [
+        netdoctor,
+        "flows",
+        PairTopology::IFNAME,
+        "--duration",
+        "10m",
+        "--json",
+        "--top",
+        "0",
+    ];
+    let (nd, known) = spawn_netdoctor(lab, &argv, WATCHING)?;
+    let held = hold_programs(
+        &nd,
+        &known,
+        &[ND_TCP_RETRANSMIT, ND_SOCK_STATE, ND_ITER_TCP],
+    )?;
+    let lost = match BssCounter::open(&held[1], "sock_events_lost") {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("netdoctor-bench: cannot read sock_events_lost: {e:#}");
+            None
+        }
+    };
+    let iter = &held[2];
+    let first = wait_first_snapshot(iter)?;
+    let ss_start = ss_count(ns);
+    let phase = trace_windows(
+        lab,
+        floor,
+        &loss,
+        &[&held[0], &held[1]],
+        "flows",
+        args.tracing_duration,
+    )?;
+    progress_tracing(&phase);
+    out.phases.push(phase);
+    let ss_end = ss_count(ns);
+    finish_netdoctor(nd).context("netdoctor flows")?;
+    let total = iter.stats()?;
+    out.iter = Some((
+        iter.id,
+        vec![
+            IterSnapshot {
+                when: "start",
+                stats: first,
+                ss: ss_start,
+            },
+            IterSnapshot {
+                when: "end",
+                stats: total.since(first),
+                ss: ss_end,
+            },
+        ],
+    ));
+    out.sock_events_lost = lost.as_ref().and_then(|l| l.read().ok());
+    drop(lost);
+    drop(held);
+
+    // netdoctor drops: kfree_skb.
+    ensure!(!STOP.load(Ordering::SeqCst), "interrupted");
+    eprintln!("netdoctor-bench: tracing — netdoctor drops (kfree_skb)");
+    let argv = [netdoctor, "drops", "--duration", "10m", "--json"];
+    let (nd, known) = spawn_netdoctor(lab, &argv, COUNTING_DROPS)?;
+    let held = hold_programs(&nd, &known, &[ND_KFREE_SKB])?;
+    let phase = trace_windows(
+        lab,
+        floor,
+        &loss,
+        &[&held[0]],
+        "drops",
+        args.tracing_duration,
+    )?;
+    progress_tracing(&phase);
+    out.phases.push(phase);
+    let json = finish_netdoctor(nd).context("netdoctor drops")?;
+    out.drops_reported = json["drops"].as_array().map(|drops| {
+        let packets = |d: &Value| d["packets"].as_u64().unwrap_or(0);
+        (
+            drops.iter().map(packets).sum(),
+            drops
+                .iter()
+                .filter(|d| d["reason"] == "NETFILTER_DROP")
+                .map(packets)
+                .sum(),
+        )
+    });
+    drop(loss);
+    Ok(out)
+}
+
+fn progress_tracing(phase: &TracePhase) {
+    let mut line = format!("netdoctor-bench: tracing {:<6}", phase.command);
+    for r in &phase.rows {
+        line.push_str(&format!(
+            "  {} {:.0} ev/s {} ns/ev",
+            r.prog.name,
+            r.load.runs as f64 / phase.load_secs,
+            fmt_opt(r.load.ns_per_run(), 0)
+        ));
+    }
+    line.push_str(&format!(
+        "  floor {} ns/run",
+        fmt_opt(phase.floor.ns_per_run(), 0)
+    ));
+    eprintln!("{line}");
+}
+
+/// Median ns/run of the empty tc programs over the packet section's single-stream runs.
+fn packet_floor(runs: &[Run]) -> Option<f64> {
+    let v: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.parallel == 1)
+        .flat_map(|r| r.programs.iter())
+        .filter(|p| p.role == Role::Floor && p.hook != Hook::Xdp)
+        .filter_map(ProgRun::ns_per_run)
+        .collect();
+    median(&v)
+}
+
+impl Tracing {
+    fn watched_text(side: Side) -> &'static str {
+        match side {
+            Side::Receiver => "b",
+            Side::Sender => "a",
+        }
+    }
+
+    fn print_text(&self, side: Side, packet_floor: Option<f64>) {
+        let ns = Self::watched_text(side);
+        println!("Tracing programs (ns per event = Δrun_time_ns / Δrun_cnt; raw, see floor)");
+        println!(
+            "  load:  iperf3 a→b 1 stream with {} % random loss on b/eth0 ingress (nft), plus short TCP",
+            self.loss_percent
+        );
+        println!(
+            "         connections ({SHORT_CONN_BYTES} B each way, server closes) over lo in {ns}, {} s per command;",
+            self.secs
+        );
+        println!(
+            "         netdoctor runs in {ns} and watches {ns}/eth0; stopped with SIGINT after the window"
+        );
+        println!(
+            "  idle:  {} s before each load window with nothing generated. Tracepoints fire in every",
+            TRACING_IDLE.as_secs()
+        );
+        println!("         namespace: whatever else runs on the machine counts in both windows");
+        println!("  floor: there is no empty program for tracepoints; bpf_stats' own clock reads cost ~100 ns");
+        println!("         per run on this VM. Beside each row: the empty tc programs (tests/bpf/floor.bpf.c) on");
+        let packet = packet_floor
+            .map(|f| format!("packet section above: median {f:.1} ns/run"))
+            .unwrap_or_else(|| "packet section not run".into());
+        println!(
+            "         {ns}/eth0 in the same load window ({packet}); −floor is indicative only"
+        );
+        println!(
+            "  {:<6} {:<18} {:<27} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8} {:>10}",
+            "cmd",
+            "program",
+            "hook",
+            "idle ev/s",
+            "load ev/s",
+            "events",
+            "ns/event",
+            "floor",
+            "−floor",
+            "idle ns/ev"
+        );
+        for phase in &self.phases {
+            for r in &phase.rows {
+                let ns_ev = r.load.ns_per_run();
+                let floor = r.floor.ns_per_run();
+                println!(
+                    "  {:<6} {:<18} {:<27} {:>9.1} {:>9.1} {:>9} {:>9} {:>7} {:>8} {:>10}",
+                    phase.command,
+                    r.prog.name,
+                    r.prog.section,
+                    r.idle.runs as f64 / phase.idle_secs,
+                    r.load.runs as f64 / phase.load_secs,
+                    r.load.runs,
+                    fmt_opt(ns_ev, 1),
+                    fmt_opt(floor, 1),
+                    fmt_opt(ns_ev.zip(floor).map(|(a, b)| a - b), 1),
+                    fmt_opt(r.idle.ns_per_run(), 1),
+                );
+            }
+        }
+        if let Some((_, snaps)) = &self.iter {
+            println!(
+                "  {:<6} {:<18} {:<27} one run per socket visited (+1 closing run), per snapshot:",
+                "flows", ND_ITER_TCP.name, ND_ITER_TCP.section
+            );
+            for s in snaps {
+                let ss =
+                    s.ss.map(|c| {
+                        format!(
+                            "ss -tan in {ns}: {} sockets ({} time-wait)",
+                            c.sockets, c.time_wait
+                        )
+                    })
+                    .unwrap_or_else(|| "ss -tan failed".into());
+                println!(
+                    "         {:<5} snapshot: {:>6} sockets visited, {:>8.3} ms = {:>7} ns/run; {ss}",
+                    s.when,
+                    s.sockets_visited(),
+                    s.stats.run_time_ns as f64 / 1e6,
+                    fmt_opt(s.stats.ns_per_run(), 1),
+                );
+            }
+        }
+        for phase in &self.phases {
+            let t = &phase.traffic;
+            println!(
+                "  traffic ({} window, {:.1} s): iperf3 {:.2} Gbit/s, {} retransmitted segments; {} short connections ({:.0}/s, {} failed); nft dropped {} packets",
+                phase.command,
+                t.secs,
+                t.gbps,
+                t.retransmits.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+                t.conns.connections,
+                t.conns.connections as f64 / t.secs,
+                t.conns.failures,
+                t.nft_dropped.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+            );
+        }
+        if let Some(lost) = self.sock_events_lost {
+            println!(
+                "  netdoctor flows: {lost} close events did not fit its ring buffer (bss sock_events_lost; not in its report)"
+            );
+        }
+        if let Some((all, nf)) = self.drops_reported {
+            println!(
+                "  netdoctor drops: reported {all} dropped packets over its whole run (NETFILTER_DROP {nf}), all namespaces"
+            );
+        }
+        let misses: Vec<String> = self
+            .phases
+            .iter()
+            .flat_map(|p| p.rows.iter())
+            .filter(|r| r.idle.recursion_misses + r.load.recursion_misses > 0)
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.prog.name,
+                    r.idle.recursion_misses + r.load.recursion_misses
+                )
+            })
+            .collect();
+        if !misses.is_empty() {
+            println!(
+                "  recursion misses (runs skipped by the kernel): {}",
+                misses.join(", ")
+            );
+        }
+    }
+
+    fn json(&self, side: Side, packet_floor: Option<f64>) -> Value {
+        let ns = Self::watched_text(side);
+        let window = |c: Counter, secs: f64| {
+            json!({
+                "secs": secs,
+                "events": c.runs,
+                "run_time_ns": c.run_time_ns,
+                "events_per_s": c.runs as f64 / secs,
+                "ns_per_event": c.ns_per_run(),
+                "recursion_misses": c.recursion_misses,
+            })
+        };
+        let programs: Vec<Value> = self
+            .phases
+            .iter()
+            .flat_map(|p| p.rows.iter().map(move |r| (p, r)))
+            .map(|(p, r)| {
+                json!({
+                    "command": p.command,
+                    "program": r.prog.name,
+                    "kernel_name": r.prog.kernel_name(),
+                    "hook": r.prog.section,
+                    "id": r.id,
+                    "idle": window(r.idle, p.idle_secs),
+                    "load": window(r.load, p.load_secs),
+                    "floor_ns_per_run": r.floor.ns_per_run(),
+                    "ns_per_event_minus_floor": r.load.ns_per_run().zip(r.floor.ns_per_run()).map(|(a, b)| a - b),
+                })
+            })
+            .collect();
+        let iter = self.iter.as_ref().map(|(id, snaps)| {
+            json!({
+                "command": "flows",
+                "program": ND_ITER_TCP.name,
+                "hook": ND_ITER_TCP.section,
+                "id": id,
+                "note": "one program run per socket visited plus one closing run per snapshot",
+                "snapshots": snaps.iter().map(|s| json!({
+                    "when": s.when,
+                    "runs": s.stats.runs,
+                    "sockets_visited": s.sockets_visited(),
+                    "run_time_ns": s.stats.run_time_ns,
+                    "ns_per_run": s.stats.ns_per_run(),
+                    "ss_sockets": s.ss.map(|c| c.sockets),
+                    "ss_time_wait": s.ss.map(|c| c.time_wait),
+                })).collect::<Vec<_>>(),
+            })
+        });
+        let traffic: Vec<Value> = self
+            .phases
+            .iter()
+            .map(|p| {
+                let t = &p.traffic;
+                json!({
+                    "command": p.command,
+                    "secs": t.secs,
+                    "iperf3_gbps": t.gbps,
+                    "iperf3_retransmits": t.retransmits,
+                    "short_connections": t.conns.connections,
+                    "short_connection_failures": t.conns.failures,
+                    "nft_dropped_packets": t.nft_dropped,
+                    "floor_tc": window(p.floor, p.load_secs),
+                })
+            })
+            .collect();
+        json!({
+            "setup": {
+                "load": format!("iperf3 a->b 1 stream, {} % random loss on b/eth0 ingress (nft), plus short TCP connections ({SHORT_CONN_BYTES} B each way, server closes first) over lo in {ns}", self.loss_percent),
+                "load_secs_per_command": self.secs,
+                "idle_secs_per_command": TRACING_IDLE.as_secs(),
+                "netdoctor": format!("`netdoctor flows eth0` and `netdoctor drops` in {ns}, stopped with SIGINT"),
+                "scope": "tracepoints fire in every namespace: other activity on the machine counts too",
+            },
+            "floor": {
+                "note": "no empty program exists for tracepoints: ns_per_event is raw; bpf_stats' own clock reads cost ~100 ns per run on this VM, as the empty tc programs show",
+                "packet_section_tc_floor_ns_per_run": packet_floor,
+            },
+            "programs": programs,
+            "iter_tcp": iter,
+            "traffic": traffic,
+            "sock_events_lost": self.sock_events_lost,
+            "netdoctor_drops_reported": self.drops_reported.map(|(all, nf)| json!({"packets": all, "netfilter_drop": nf})),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Summary
 // ---------------------------------------------------------------------------------------
 
@@ -1136,6 +2080,7 @@ struct Report<'a> {
     machine: Machine,
     cc: String,
     runs: Vec<Run>,
+    tracing: Option<Tracing>,
 }
 
 impl Report<'_> {
@@ -1147,10 +2092,12 @@ impl Report<'_> {
             "machine: kernel {} | CPU {} | {} cores | {} | load avg {} (start) / {} (end)",
             m.kernel, m.cpu, m.cores, m.date, m.loadavg_start, m.loadavg_end
         );
-        println!(
-            "traffic: iperf3 TCP a→b, 1 stream, cc {}, {} s per run, {} rounds (baseline runs alternate with attached runs)",
-            self.cc, a.duration, a.rounds
-        );
+        if !self.runs.is_empty() {
+            println!(
+                "traffic: iperf3 TCP a→b, 1 stream, cc {}, {} s per run, {} rounds (baseline runs alternate with attached runs)",
+                self.cc, a.duration, a.rounds
+            );
+        }
         let load1 = m
             .loadavg_start
             .split_whitespace()
@@ -1169,6 +2116,19 @@ impl Report<'_> {
             "stats:   BPF_ENABLE_STATS held for the whole benchmark (kernel.bpf_stats_enabled was {} and is not written)",
             m.bpf_stats_sysctl
         );
+        if !self.runs.is_empty() {
+            self.print_packet_text();
+        }
+        if let Some(t) = &self.tracing {
+            if !self.runs.is_empty() {
+                println!();
+            }
+            t.print_text(a.side, packet_floor(&self.runs));
+        }
+    }
+
+    fn print_packet_text(&self) {
+        let a = self.args;
         println!("floor:   empty programs (tests/bpf/floor.bpf.c, same sections and return codes as netdoctor's):");
         println!("         tc  — attached behind netdoctor's programs on the same tcx hooks in the same runs;");
         println!("         xdp — one XDP program per interface, so measured in separate runs of the same");
@@ -1372,6 +2332,7 @@ impl Report<'_> {
                 "congestion_control": self.cc,
                 "duration_s": a.duration,
                 "rounds": a.rounds,
+                "configs": a.configs.iter().map(|c| c.name()).chain(a.tracing.then_some(TRACING)).collect::<Vec<_>>(),
                 "parallel": a.parallel,
                 "parallel_duration_s": a.parallel_duration,
                 "watched": format!("{}/eth0 ({})", if a.side == Side::Receiver { "b" } else { "a" }, a.side.name()),
@@ -1383,6 +2344,7 @@ impl Report<'_> {
             "throughput": throughput,
             "programs": programs,
             "runs": runs,
+            "tracing": self.tracing.as_ref().map(|t| t.json(a.side, packet_floor(&self.runs))),
         })
     }
 }
@@ -1419,7 +2381,8 @@ fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
             }
         }
     }
-    if args.parallel > 1 {
+    // The many-flows run belongs to the packet section: skipped when it measures nothing.
+    if args.parallel > 1 && !args.configs.is_empty() {
         steps.push((Kind::Baseline, 0, args.parallel_duration, args.parallel));
         steps.push((
             Kind::Netdoctor(Config::Tc),
@@ -1432,7 +2395,11 @@ fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
 }
 
 fn run(args: &Args) -> Result<ExitCode> {
-    if !(ci::require_bpf_or_skip() && ci::require_tools_or_skip(&["iperf3", "ss", "date"])) {
+    let mut tools = vec!["iperf3", "ss", "date"];
+    if args.tracing {
+        tools.push("nft");
+    }
+    if !(ci::require_bpf_or_skip() && ci::require_tools_or_skip(&tools)) {
         return Ok(ExitCode::from(2));
     }
     ensure!(
@@ -1467,6 +2434,17 @@ fn run(args: &Args) -> Result<ExitCode> {
         progress(&run, total, i + 1);
         runs.push(run);
     }
+    let tracing = if args.tracing {
+        let started = Instant::now();
+        let t = run_tracing(&lab, &floor, &netdoctor, args).context("tracing section")?;
+        eprintln!(
+            "netdoctor-bench: tracing section took {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Some(t)
+    } else {
+        None
+    };
     drop(lab);
     machine.loadavg_end = loadavg();
 
@@ -1475,6 +2453,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         machine,
         cc,
         runs,
+        tracing,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);

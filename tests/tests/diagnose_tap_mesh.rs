@@ -613,7 +613,9 @@ fn tinc_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
 
 /// tinc sends PMTU probes, UDP datagrams on its port up to the path's limit, whatever the
 /// TAP MTU: they are not encapsulated packets and must not count as the measured overhead
-/// (outer minus inner full-size packet).
+/// (outer minus inner full-size packet). The data plane cannot tell them from data on the
+/// same flow, so netdoctor does not measure tinc's overhead (-1, "unknown"); what it must
+/// never do is report the probes' inflated figure.
 #[test]
 fn tinc_measured_overhead_is_not_inflated_by_pmtu_probes() -> Result<()> {
     if !lab_ready(TINC_TOOLS) {
@@ -630,9 +632,10 @@ fn tinc_measured_overhead_is_not_inflated_by_pmtu_probes() -> Result<()> {
         wire.describe()
     );
     ensure!(
-        measured == on_wire,
-        "netdoctor's measured overhead {measured} differs from the wire's {on_wire} for \
-         full-size {mtu}-byte packets (tinc's PMTU probes on the wire: {}): {}",
+        measured == on_wire || measured == -1,
+        "netdoctor's measured overhead {measured} is neither the wire's {on_wire} for \
+         full-size {mtu}-byte packets nor -1 (not measured); tinc's PMTU probes on the wire: \
+         {}: {}",
         wire.describe(),
         d.describe()
     );

@@ -68,8 +68,12 @@ fn holds_tun(pid: &Path, ifname: &str) -> bool {
         .any(|f| std::fs::read_to_string(f.path()).is_ok_and(|info| info.contains(&needle)))
 }
 
-/// Finds the process serving TUN/TAP device `ifname`, if any is visible.
+/// Finds the process serving TUN/TAP device `ifname` in the caller's network namespace
+/// (the same name may exist in other namespaces).
 pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
+    // "net:[INODE]"; a process whose namespace cannot be read is not ours to report.
+    let netns = |p: &Path| std::fs::read_link(p).ok();
+    let mine = netns(Path::new("/proc/thread-self/ns/net"));
     let procs = std::fs::read_dir("/proc").ok()?;
     for entry in procs.filter_map(|e| e.ok()) {
         let name = entry.file_name();
@@ -77,7 +81,7 @@ pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
             continue;
         };
         let path = entry.path();
-        if !holds_tun(&path, ifname) {
+        if mine.is_none() || netns(&path.join("ns/net")) != mine || !holds_tun(&path, ifname) {
             continue;
         }
         let command = std::fs::read_to_string(path.join("comm"))

@@ -176,12 +176,12 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits for `duration` or Ctrl-C, calling `every_250ms` meanwhile (to drain event rings)
+/// Waits for `duration` or Ctrl-C, calling `every_100ms` meanwhile (to drain event rings)
 /// and showing the time left when stderr is a terminal.
-pub(super) async fn observe(duration: Duration, mut every_250ms: impl FnMut()) {
+pub(super) async fn observe(duration: Duration, mut every_100ms: impl FnMut()) {
     let tty = std::io::stderr().is_terminal();
     let deadline = tokio::time::Instant::now() + duration;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut ticks = 0u64;
     loop {
         tokio::select! {
@@ -191,9 +191,9 @@ pub(super) async fn observe(duration: Duration, mut every_250ms: impl FnMut()) {
                 break;
             }
             _ = tick.tick() => {
-                every_250ms();
+                every_100ms();
                 ticks += 1;
-                if tty && ticks % 4 == 1 {
+                if tty && ticks % 10 == 1 {
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     eprint!("\r  {}s left ", left.as_secs());
                 }

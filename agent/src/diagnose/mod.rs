@@ -161,7 +161,7 @@ pub async fn diagnose(
     // Close events queue in a bounded ring: read it while waiting.
     while started.elapsed() < opts.duration {
         let left = opts.duration.saturating_sub(started.elapsed());
-        tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
         if let Some(s) = &sockets {
             s.poll_closed()?;
         }

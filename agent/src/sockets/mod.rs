@@ -200,8 +200,8 @@ impl<'obj> SocketProbes<'obj> {
         Ok(out)
     }
 
-    /// Moves close events from the ring buffer into memory. Call it often (every few
-    /// hundred milliseconds) while observing: the ring holds about 1,200 events.
+    /// Moves close events from the ring buffer into memory. Call it often (every 100 ms)
+    /// while observing: the ring holds about 10,000 events.
     pub fn poll_closed(&self) -> Result<()> {
         let events = RefCell::new(Vec::new());
         let mut builder = RingBufferBuilder::new();

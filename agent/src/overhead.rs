@@ -17,6 +17,15 @@ pub enum Family {
 }
 
 impl Family {
+    /// From the facts' family name: "ipv6" is IPv6, anything else IPv4.
+    pub fn from_name(name: &str) -> Self {
+        if name == "ipv6" {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
+
     /// Outer IP header plus UDP header: 20 + 8 or 40 + 8 (RFC 791, RFC 8200, RFC 768).
     fn ip_udp(self) -> u32 {
         match self {

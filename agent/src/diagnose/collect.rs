@@ -206,11 +206,7 @@ impl Observation<'_, '_> {
         } else {
             "ipv4"
         };
-        let fam = if family == "ipv6" {
-            crate::overhead::Family::V6
-        } else {
-            crate::overhead::Family::V4
-        };
+        let fam = crate::overhead::Family::from_name(family);
         let at_mtu = u32::try_from(route_mtu)
             .ok()
             .filter(|m| *m > 0)
@@ -565,11 +561,7 @@ pub fn apply_probes(facts: &mut Facts, tun: &Tunnel, results: &[(String, ProbeRe
     }
     if let (Ok(path_mtu), Some(kind)) = (u32::try_from(facts.tunnel.path_mtu), tun.kind) {
         if path_mtu > 0 {
-            let fam = if facts.tunnel.family == "ipv6" {
-                crate::overhead::Family::V6
-            } else {
-                crate::overhead::Family::V4
-            };
+            let fam = crate::overhead::Family::from_name(&facts.tunnel.family);
             facts.tunnel.effective_underlay_mtu = i64::from(path_mtu);
             facts.tunnel.overhead_expected =
                 i64::from(crate::overhead::overhead(kind, fam, path_mtu));

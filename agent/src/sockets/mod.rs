@@ -14,7 +14,7 @@ use std::io::Read;
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, OpenObject, RingBufferBuilder};
 
 pub use socket::{ClosedSocket, RetransStats, Socket};
@@ -54,7 +54,8 @@ pub struct SocketProbes<'obj> {
     closed: std::sync::Mutex<Vec<ClosedSocket>>,
     netns: u32,
     iter_link: Option<Link>,
-    links: Vec<Link>,
+    /// Held so the tracepoints stay attached; dropping them detaches.
+    _links: Vec<Link>,
     signals: Signals,
 }
 
@@ -144,7 +145,7 @@ impl<'obj> SocketProbes<'obj> {
             closed: std::sync::Mutex::new(Vec::new()),
             netns,
             iter_link,
-            links,
+            _links: links,
             signals,
         })
     }
@@ -253,19 +254,5 @@ impl<'obj> SocketProbes<'obj> {
             .bss_data
             .as_deref()
             .map_or(0, |b| b.sock_events_lost)
-    }
-
-    /// Identifiers of the loaded programs (for `kernel.bpf_stats_enabled` figures).
-    pub fn program_names(&self) -> Vec<String> {
-        self.skel
-            .object()
-            .progs()
-            .map(|p| p.name().to_string_lossy().into_owned())
-            .collect()
-    }
-
-    #[doc(hidden)]
-    pub fn links_attached(&self) -> usize {
-        self.links.len() + usize::from(self.iter_link.is_some())
     }
 }

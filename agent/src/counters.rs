@@ -42,6 +42,11 @@ pub struct DirCounters {
 }
 
 impl DirCounters {
+    /// IP fragments, first and later.
+    pub fn fragments(&self) -> u64 {
+        self.fragments_first + self.fragments_later
+    }
+
     fn add(&mut self, s: &nd_dir_stats) {
         self.packets += s.packets;
         self.segments += s.segs;
@@ -73,6 +78,11 @@ pub struct IfaceCounters {
 }
 
 impl IfaceCounters {
+    /// IP fragments in both directions.
+    pub fn fragments(&self) -> u64 {
+        self.ingress.fragments() + self.egress.fragments()
+    }
+
     /// Sums the per-CPU values of one `iface_stats` entry.
     pub(crate) fn sum<'a>(per_cpu: impl IntoIterator<Item = &'a nd_iface_stats>) -> Self {
         let mut out = IfaceCounters::default();

@@ -164,25 +164,41 @@ impl<'obj> Dataplane<'obj> {
         }
     }
 
+    /// The slot table (a panic elsewhere cannot leave it inconsistent: every change is one
+    /// insert or remove).
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Starts accounting for interface `index` (giving it a counter slot) without
     /// attaching anything. Packets on interfaces that are not watched are ignored by the
     /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
-        let mut slots = self
-            .slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = match slots.get(&index) {
-            Some(slot) => *slot,
+        let mut slots = self.slots();
+        let (slot, fresh) = match slots.get(&index) {
+            Some(slot) => (*slot, false),
             None => {
                 let slot = (0..MAX_IFACES as u32)
                     .find(|s| !slots.values().any(|used| used == s))
                     .ok_or(Error::TooManyInterfaces(MAX_IFACES))?;
-                self.write_counters(slot, |_| nd_iface_stats::default())?;
                 slots.insert(index, slot);
-                slot
+                (slot, true)
             }
         };
+        // Counters (zeroed for a new slot) and MTU first, so the programs never count a new
+        // interface into stale figures once the mapping below points them at the slot.
+        self.write_counters(slot, |old| {
+            let mut v = if fresh {
+                nd_iface_stats::default()
+            } else {
+                old
+            };
+            v.mtu = mtu;
+            v.link = u32::from(link == LinkType::RawIp);
+            v
+        })?;
         // Written every time: idempotent, and it repairs a mapping someone cleared.
         let maps = &self.skel.maps;
         let (map, name): (&dyn MapCore, &'static str) = if index < SLOT_ARRAY_IFINDEX {
@@ -198,11 +214,6 @@ impl<'obj> Dataplane<'obj> {
         .map_err(|e| Error::Map {
             map: name,
             source: e,
-        })?;
-        self.write_counters(slot, |mut v| {
-            v.mtu = mtu;
-            v.link = u32::from(link == LinkType::RawIp);
-            v
         })
     }
 
@@ -288,11 +299,7 @@ impl<'obj> Dataplane<'obj> {
     /// Stops accounting for interface `index` and frees its counter slot (zeroed, so a
     /// later `watch` starts from nothing). Attachments, if any, stay until `detach`.
     pub fn unwatch(&self, index: u32) {
-        let removed = self
-            .slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&index);
+        let removed = self.slots().remove(&index);
         let Some(slot) = removed else { return };
         let maps = &self.skel.maps;
         let _ = if index < SLOT_ARRAY_IFINDEX {
@@ -311,12 +318,7 @@ impl<'obj> Dataplane<'obj> {
 
     /// Counters of a watched interface, summed over CPUs.
     pub fn counters(&self, index: u32) -> Result<Option<IfaceCounters>> {
-        let slot = self
-            .slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&index)
-            .copied();
+        let slot = self.slots().get(&index).copied();
         let Some(slot) = slot else {
             return Ok(None);
         };

@@ -13,8 +13,8 @@ use crate::dataplane::{Dataplane, Hooks};
 use crate::flows::{top_by_bytes, Flow};
 use crate::iface::{self, Interface};
 use crate::pmtu::TooBig;
-use crate::sockets::window::{self, CcAggregate, SocketRow};
-use crate::sockets::{RetransStats, Signals, Socket, SocketProbes};
+use crate::sockets::window::{self, Baseline, CcAggregate, SocketRow};
+use crate::sockets::{Signals, SocketProbes};
 use crate::sysctl::CongestionControl;
 use crate::tunnel::{self, TunnelTraffic};
 
@@ -52,55 +52,21 @@ pub struct FlowsReport {
     pub close_events_lost: u64,
 }
 
-/// Socket snapshots taken at the start of the window.
-struct SocketStart<'a, 'obj> {
-    probes: &'a SocketProbes<'obj>,
-    sockets: Vec<Socket>,
-    retrans: Vec<RetransStats>,
-}
-
-impl<'a, 'obj> SocketStart<'a, 'obj> {
-    fn take(probes: &'a SocketProbes<'obj>) -> crate::Result<Self> {
-        Ok(SocketStart {
-            probes,
-            sockets: probes.snapshot()?,
-            retrans: probes.retransmits()?,
-        })
-    }
-
-    fn finish(self, ifindex: u32, secs: f64) -> crate::Result<Vec<SocketRow>> {
-        let closed = self.probes.drain_closed()?;
-        let end = self.probes.snapshot()?;
-        let retrans_end = self.probes.retransmits()?;
-        let mut rows = window::rows(
-            &self.sockets,
-            &end,
-            &closed,
-            &self.retrans,
-            &retrans_end,
-            secs,
-        );
-        rows.retain(|r| r.socket.ifindex == ifindex);
-        Ok(rows)
-    }
-}
-
 impl FlowsReport {
     fn collect(
         dp: &Dataplane<'_>,
-        sockets: Option<SocketStart<'_, '_>>,
+        sockets: Option<(&SocketProbes<'_>, &Baseline)>,
         iface: Interface,
         hooks: Hooks,
         elapsed: Duration,
         top: usize,
     ) -> crate::Result<Self> {
-        let socket_signals = sockets
-            .as_ref()
-            .map(|s| s.probes.signals())
-            .unwrap_or_default();
-        let close_events_lost = sockets.as_ref().map_or(0, |s| s.probes.lost_events());
+        let socket_signals = sockets.map(|(p, _)| p.signals()).unwrap_or_default();
+        let close_events_lost = sockets.map_or(0, |(p, _)| p.lost_events());
         let socket_rows = match sockets {
-            Some(start) => start.finish(iface.index, elapsed.as_secs_f64())?,
+            Some((probes, baseline)) => {
+                baseline.rows(probes, iface.index, elapsed.as_secs_f64())?
+            }
             None => Vec::new(),
         };
         let counters = dp.counters(iface.index)?.unwrap_or_default();
@@ -156,7 +122,7 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
         hooks.egress,
         humantime::format_duration(args.duration)
     );
-    let start = probes.as_ref().map(SocketStart::take).transpose()?;
+    let baseline = probes.as_ref().map(Baseline::take).transpose()?;
     let started = Instant::now();
     observe(args.duration, || {
         if let Some(p) = &probes {
@@ -166,7 +132,8 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
         }
     })
     .await;
-    let report = FlowsReport::collect(&dp, start, iface, hooks, started.elapsed(), args.top)?;
+    let sockets = probes.as_ref().zip(baseline.as_ref());
+    let report = FlowsReport::collect(&dp, sockets, iface, hooks, started.elapsed(), args.top)?;
     drop(dp);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -15,8 +15,8 @@ use crate::facts::{
 use crate::flows::Flow;
 use crate::iface::{IfaceKind, Interface};
 use crate::probe::ProbeResult;
-use crate::sockets::window;
-use crate::sockets::{RetransStats, Socket, SocketProbes};
+use crate::sockets::window::Baseline;
+use crate::sockets::SocketProbes;
 use crate::wire::{Direction, Encap};
 
 /// At most this many candidate underlays are watched when the tunnel's endpoints are not
@@ -81,32 +81,19 @@ pub async fn underlay(tun: &Tunnel, details: &LinkDetails, all: &[Interface]) ->
     u
 }
 
-/// State read at the start and at the end of the window.
+/// WireGuard and drop counters read at the start and at the end of the window (sockets
+/// have their own [`Baseline`]).
 #[derive(Debug)]
 pub struct Snapshot {
     wireguard: Option<Device>,
-    sockets: Vec<Socket>,
-    retrans: Vec<RetransStats>,
     drops: Vec<DropCount>,
 }
 
 impl Snapshot {
-    /// Reads WireGuard counters, sockets and drop counts.
-    pub fn take(
-        tun: &Tunnel,
-        sockets: Option<&SocketProbes<'_>>,
-        drops: Option<&DropProbe<'_>>,
-    ) -> crate::Result<Self> {
+    /// Reads WireGuard counters and drop counts.
+    pub fn take(tun: &Tunnel, drops: Option<&DropProbe<'_>>) -> crate::Result<Self> {
         Ok(Snapshot {
             wireguard: tun.wireguard.clone(),
-            sockets: sockets
-                .map(SocketProbes::snapshot)
-                .transpose()?
-                .unwrap_or_default(),
-            retrans: sockets
-                .map(SocketProbes::retransmits)
-                .transpose()?
-                .unwrap_or_default(),
             drops: drops
                 .map(DropProbe::counts)
                 .transpose()?
@@ -141,7 +128,7 @@ pub struct Observation<'a, 'obj> {
     pub tun: &'a Tunnel,
     pub underlay: &'a Underlay,
     pub dp: &'a Dataplane<'obj>,
-    pub sockets: Option<&'a SocketProbes<'obj>>,
+    pub sockets: Option<(&'a SocketProbes<'obj>, &'a Baseline)>,
     pub start: &'a Snapshot,
     pub end: &'a Snapshot,
     pub elapsed: Duration,
@@ -242,7 +229,7 @@ impl Observation<'_, '_> {
                 };
                 let o = max_seg(&mut outer.iter(), dir);
                 let i = max_seg(&mut mine.iter(), dir);
-                let unfragmented = c.fragments_first + c.fragments_later == 0;
+                let unfragmented = c.fragments() == 0;
                 (!probes_on_data_flow && unfragmented && i >= full_size && o > i).then_some(o - i)
             })
             .max()
@@ -284,12 +271,7 @@ impl Observation<'_, '_> {
                 .as_ref()
                 .map(|d| d.command.clone())
                 .unwrap_or_default(),
-            underlay_fragments: to_i64(
-                underlay_counters.ingress.fragments_first
-                    + underlay_counters.ingress.fragments_later
-                    + underlay_counters.egress.fragments_first
-                    + underlay_counters.egress.fragments_later,
-            ),
+            underlay_fragments: to_i64(underlay_counters.fragments()),
             underlay_bond_policy: bond
                 .as_ref()
                 .map(|b| b.xmit_hash_policy.clone())
@@ -319,12 +301,7 @@ impl Observation<'_, '_> {
             rx_segments: to_i64(counters.ingress.segments),
             tx_segments: to_i64(counters.egress.segments),
             df_over_mtu: to_i64(counters.ingress.df_over_mtu + counters.egress.df_over_mtu),
-            fragments: to_i64(
-                counters.ingress.fragments_first
-                    + counters.ingress.fragments_later
-                    + counters.egress.fragments_first
-                    + counters.egress.fragments_later,
-            ),
+            fragments: to_i64(counters.fragments()),
             too_big_received: to_i64(
                 counters.ingress.icmp_frag_needed + counters.ingress.icmp6_packet_too_big,
             ),
@@ -350,22 +327,9 @@ impl Observation<'_, '_> {
         };
 
         let flows = match self.sockets {
-            Some(_) => {
-                let closed = self
-                    .sockets
-                    .map(SocketProbes::drain_closed)
-                    .transpose()?
-                    .unwrap_or_default();
-                window::rows(
-                    &self.start.sockets,
-                    &self.end.sockets,
-                    &closed,
-                    &self.start.retrans,
-                    &self.end.retrans,
-                    self.elapsed.as_secs_f64(),
-                )
+            Some((probes, baseline)) => baseline
+                .rows(probes, self.me.index, self.elapsed.as_secs_f64())?
                 .into_iter()
-                .filter(|r| r.socket.ifindex == self.me.index)
                 .map(|r| FlowFacts {
                     name: format!("{} -> {}", r.socket.local, r.socket.remote),
                     cc: r.socket.cc.clone(),
@@ -379,8 +343,7 @@ impl Observation<'_, '_> {
                     srtt_ms: f64::from(r.socket.srtt_us) / 1000.0,
                     throughput_bps: r.throughput_bps,
                 })
-                .collect()
-            }
+                .collect(),
             None => Vec::new(),
         };
 

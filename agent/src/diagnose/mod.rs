@@ -18,6 +18,7 @@ use crate::findings::{self, Finding, Severity};
 use crate::iface;
 use crate::probe::{self, ProbeOptions, ProbeResult};
 use crate::rules::{self, RuleSet};
+use crate::sockets::window::Baseline;
 use crate::sockets::SocketProbes;
 
 /// How to diagnose.
@@ -149,7 +150,8 @@ pub async fn diagnose(
         }
     };
 
-    let start = collect::Snapshot::take(&tun, sockets.as_ref(), drops.as_ref())?;
+    let start = collect::Snapshot::take(&tun, drops.as_ref())?;
+    let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
     progress.step(&format!(
         "observing {} ({}, MTU {}) for {}",
         me.name,
@@ -174,7 +176,7 @@ pub async fn diagnose(
     {
         notes.push(format!("{lost} connection-close events were lost (ring buffer full): short connections may be missing"));
     }
-    let end = collect::Snapshot::take(&collect::refresh(&tun), sockets.as_ref(), drops.as_ref())?;
+    let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
 
     let observed = collect::Observation {
         me: &me,
@@ -183,7 +185,7 @@ pub async fn diagnose(
         tun: &tun,
         underlay: &underlay,
         dp: &dp,
-        sockets: sockets.as_ref(),
+        sockets: sockets.as_ref().zip(baseline.as_ref()),
         start: &start,
         end: &end,
         elapsed,

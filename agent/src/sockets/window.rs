@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use super::{ClosedSocket, RetransStats, Socket};
+use super::{ClosedSocket, RetransStats, Socket, SocketProbes};
 
 /// One connection over the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,6 +54,46 @@ pub struct CcAggregate {
     pub retrans_ratio: f64,
     /// Acknowledged throughput in bits per second.
     pub throughput_bps: f64,
+}
+
+/// Socket state at the start of an observation window; [`Baseline::rows`] closes it.
+#[derive(Debug, Default)]
+pub struct Baseline {
+    sockets: Vec<Socket>,
+    retrans: Vec<RetransStats>,
+}
+
+impl Baseline {
+    /// Snapshots sockets and retransmission counters now.
+    pub fn take(probes: &SocketProbes<'_>) -> crate::Result<Self> {
+        Ok(Baseline {
+            sockets: probes.snapshot()?,
+            retrans: probes.retransmits()?,
+        })
+    }
+
+    /// Ends the window now (`secs` after [`Baseline::take`]): drains the close events,
+    /// snapshots again, and returns one row per connection leaving through `ifindex`.
+    pub fn rows(
+        &self,
+        probes: &SocketProbes<'_>,
+        ifindex: u32,
+        secs: f64,
+    ) -> crate::Result<Vec<SocketRow>> {
+        let closed = probes.drain_closed()?;
+        let end = probes.snapshot()?;
+        let retrans_end = probes.retransmits()?;
+        let mut out = rows(
+            &self.sockets,
+            &end,
+            &closed,
+            &self.retrans,
+            &retrans_end,
+            secs,
+        );
+        out.retain(|r| r.socket.ifindex == ifindex);
+        Ok(out)
+    }
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {

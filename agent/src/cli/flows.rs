@@ -113,6 +113,8 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
+    // The window starts with the socket baseline: announce it only once that is taken.
+    let baseline = probes.as_ref().map(Baseline::take).transpose()?;
     eprintln!(
         "netdoctor: watching {} ({}, MTU {}; ingress {}, egress {}) for {}; Ctrl-C stops early",
         iface.name,
@@ -122,7 +124,6 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
         hooks.egress,
         humantime::format_duration(args.duration)
     );
-    let baseline = probes.as_ref().map(Baseline::take).transpose()?;
     let started = Instant::now();
     observe(args.duration, || {
         if let Some(p) = &probes {

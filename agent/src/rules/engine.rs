@@ -12,9 +12,16 @@ use crate::findings::Finding;
 /// are the variables rules read). A rule that fails to evaluate is logged and skipped:
 /// one broken user rule must not hide the others' findings.
 pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
+    let ctx = match context(facts) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            tracing::warn!("facts cannot be given to the rules: {e}");
+            return Vec::new();
+        }
+    };
     let mut findings = Vec::new();
     for rule in rules.rules() {
-        match evaluate_rule(rule, facts) {
+        match evaluate_rule(rule, &ctx, facts) {
             Ok(mut f) => findings.append(&mut f),
             Err(e) => {
                 tracing::warn!(rule = %rule.id, origin = %rule.origin, "rule failed to evaluate: {e}")
@@ -25,10 +32,8 @@ pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
     findings
 }
 
-pub(super) fn evaluate_rule(
-    rule: &Rule,
-    facts: &serde_json::Value,
-) -> Result<Vec<Finding>, String> {
+/// A CEL context with every root of `facts` as a variable; built once per evaluation.
+pub(super) fn context(facts: &serde_json::Value) -> Result<Context<'static, 'static>, String> {
     let mut ctx = Context::default();
     if let Some(obj) = facts.as_object() {
         for (name, value) in obj {
@@ -36,8 +41,18 @@ pub(super) fn evaluate_rule(
                 .map_err(|e| e.to_string())?;
         }
     }
+    Ok(ctx)
+}
+
+/// Findings of one rule; `ctx` is [`context`] of `facts` (per-item scopes read their
+/// items from `facts`).
+pub(super) fn evaluate_rule(
+    rule: &Rule,
+    ctx: &Context<'_, '_>,
+    facts: &serde_json::Value,
+) -> Result<Vec<Finding>, String> {
     let Some((var, list)) = rule.scope.item() else {
-        return Ok(check(rule, &ctx)?.into_iter().collect());
+        return Ok(check(rule, ctx)?.into_iter().collect());
     };
     let items = facts
         .get(list)

@@ -302,6 +302,15 @@ impl RuleSet {
             .map(|o| o.keys().map(String::as_str).collect())
             .unwrap_or_default();
         let mut errors = Vec::new();
+        let ctx = match super::engine::context(sample) {
+            Ok(ctx) => ctx,
+            Err(message) => {
+                return vec![RuleError {
+                    origin: "facts".into(),
+                    message,
+                }]
+            }
+        };
         for rule in &self.rules {
             let item = rule.scope.item().map(|(var, _)| var);
             for var in rule.variables() {
@@ -316,7 +325,7 @@ impl RuleSet {
                     });
                 }
             }
-            if let Err(message) = super::engine::evaluate_rule(rule, sample).map(|_| ()) {
+            if let Err(message) = super::engine::evaluate_rule(rule, &ctx, sample).map(|_| ()) {
                 errors.push(RuleError {
                     origin: rule.origin.clone(),
                     message,

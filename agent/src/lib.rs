@@ -23,6 +23,7 @@ pub mod probe;
 pub mod route;
 pub mod rules;
 pub mod sockets;
+pub mod store;
 pub mod sysctl;
 pub mod tunnel;
 pub mod wire;

@@ -1,0 +1,1 @@
+//! History in SQLite: findings with their lifecycle, and per-interface samples.

@@ -47,6 +47,31 @@ impl DirCounters {
         self.fragments_first + self.fragments_later
     }
 
+    /// What was counted since `earlier` (counters that went backwards, after an interface
+    /// was watched afresh, count from zero).
+    pub fn since(&self, earlier: &DirCounters) -> DirCounters {
+        let d = |now: u64, then: u64| now.checked_sub(then).unwrap_or(now);
+        DirCounters {
+            packets: d(self.packets, earlier.packets),
+            segments: d(self.segments, earlier.segments),
+            bytes: d(self.bytes, earlier.bytes),
+            size_buckets: self
+                .size_buckets
+                .iter()
+                .enumerate()
+                .map(|(i, v)| d(*v, earlier.size_buckets.get(i).copied().unwrap_or(0)))
+                .collect(),
+            non_ip: d(self.non_ip, earlier.non_ip),
+            truncated: d(self.truncated, earlier.truncated),
+            gso_packets: d(self.gso_packets, earlier.gso_packets),
+            fragments_first: d(self.fragments_first, earlier.fragments_first),
+            fragments_later: d(self.fragments_later, earlier.fragments_later),
+            df_over_mtu: d(self.df_over_mtu, earlier.df_over_mtu),
+            icmp_frag_needed: d(self.icmp_frag_needed, earlier.icmp_frag_needed),
+            icmp6_packet_too_big: d(self.icmp6_packet_too_big, earlier.icmp6_packet_too_big),
+        }
+    }
+
     fn add(&mut self, s: &nd_dir_stats) {
         self.packets += s.packets;
         self.segments += s.segs;
@@ -81,6 +106,14 @@ impl IfaceCounters {
     /// IP fragments in both directions.
     pub fn fragments(&self) -> u64 {
         self.ingress.fragments() + self.egress.fragments()
+    }
+
+    /// What was counted since `earlier`, per direction.
+    pub fn since(&self, earlier: &IfaceCounters) -> IfaceCounters {
+        IfaceCounters {
+            ingress: self.ingress.since(&earlier.ingress),
+            egress: self.egress.since(&earlier.egress),
+        }
     }
 
     /// Sums the per-CPU values of one `iface_stats` entry.

@@ -344,12 +344,103 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
+    /// Counters of every watched interface and every flow, now.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let indexes: Vec<u32> = self.slots().keys().copied().collect();
+        let mut counters = HashMap::with_capacity(indexes.len());
+        for index in indexes {
+            if let Some(c) = self.counters(index)? {
+                counters.insert(index, c);
+            }
+        }
+        Ok(Snapshot {
+            counters,
+            flows: self.flows()?,
+        })
+    }
+
+    /// Entries in the flow table and its capacity.
+    pub fn flow_table_fill(&self) -> (usize, usize) {
+        let map = &self.skel.maps.flows;
+        (map.keys().count(), map.info().map_or(0, |i| i.info.max_entries as usize))
+    }
+
+    /// Kernel statistics of the three programs: (name, run count, run time in ns). Zero
+    /// unless `kernel.bpf_stats_enabled` is set.
+    pub fn program_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        [
+            ("nd_xdp_ingress", ProgramKind::XdpIngress),
+            ("nd_tc_ingress", ProgramKind::TcIngress),
+            ("nd_tc_egress", ProgramKind::TcEgress),
+        ]
+        .into_iter()
+        .map(|(name, kind)| {
+            let (runs, ns) = run_stats(self.program(kind).as_fd()).unwrap_or_default();
+            (name, runs, ns)
+        })
+        .collect()
+    }
+
+    /// Interfaces with programs attached.
+    pub fn attached_count(&self) -> usize {
+        self.attached.len()
+    }
+
     /// Every ICMP too-big report in the table.
     pub fn too_big(&self) -> Result<Vec<TooBig>> {
         read_all::<nd_ptb_key, nd_ptb_stats, _>(&self.skel.maps.ptb_events, "ptb_events", |k, v| {
             TooBig::from_raw(k, v)
         })
     }
+}
+
+/// What the data plane had counted at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Counters per watched interface index.
+    pub counters: HashMap<u32, IfaceCounters>,
+    /// Every flow in the table.
+    pub flows: Vec<Flow>,
+}
+
+impl Snapshot {
+    /// What was counted between `earlier` and this snapshot: counter deltas, and the flows
+    /// that carried packets in between (with their deltas).
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let before: HashMap<_, &Flow> = earlier.flows.iter().map(|f| (f.key(), f)).collect();
+        Snapshot {
+            counters: self
+                .counters
+                .iter()
+                .map(|(i, c)| {
+                    let d = earlier.counters.get(i).map_or_else(|| c.clone(), |e| c.since(e));
+                    (*i, d)
+                })
+                .collect(),
+            flows: self
+                .flows
+                .iter()
+                .map(|f| before.get(&f.key()).map_or_else(|| f.clone(), |e| f.since(e)))
+                .filter(|f| f.packets > 0)
+                .collect(),
+        }
+    }
+
+    /// Counters of interface `index` (zero if it was not watched).
+    pub fn counters(&self, index: u32) -> IfaceCounters {
+        self.counters.get(&index).cloned().unwrap_or_default()
+    }
+}
+
+/// A program's (run count, run time in ns) from the kernel.
+fn run_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a writable bpf_prog_info of `len` bytes and the kernel writes at
+    // most `len` bytes into it; `fd` is a live program descriptor for the call's duration.
+    let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    (ret == 0).then_some((info.run_cnt, info.run_time_ns))
 }
 
 fn tc_attach(

@@ -61,7 +61,51 @@ pub struct Flow {
     pub wireguard: WireguardMessages,
 }
 
+/// What identifies a flow in the table.
+pub type FlowKey = (u32, Direction, u8, IpAddr, u16, IpAddr, u16);
+
 impl Flow {
+    /// The table key of this flow.
+    pub fn key(&self) -> FlowKey {
+        (
+            self.ifindex,
+            self.direction,
+            self.protocol,
+            self.src,
+            self.src_port,
+            self.dst,
+            self.dst_port,
+        )
+    }
+
+    /// This flow's traffic since `earlier`, the same flow read before. A flow the table
+    /// evicted and recreated in between (a later `first_seen_ms`) counts from zero. The
+    /// SYN's MSS belongs to the window only when the flow began in it; the largest
+    /// segment stays the flow's lifetime maximum.
+    pub fn since(&self, earlier: &Flow) -> Flow {
+        // Timestamps are converted from the monotonic clock at each read: allow the
+        // conversion's jitter.
+        let recreated = self.first_seen_ms.abs_diff(earlier.first_seen_ms) > 5;
+        if recreated || earlier.packets > self.packets {
+            return self.clone();
+        }
+        let w = &earlier.wireguard;
+        Flow {
+            packets: self.packets - earlier.packets,
+            segments: self.segments.saturating_sub(earlier.segments),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            retransmits: self.retransmits.saturating_sub(earlier.retransmits),
+            syn_mss: None,
+            wireguard: WireguardMessages {
+                initiation: self.wireguard.initiation.saturating_sub(w.initiation),
+                response: self.wireguard.response.saturating_sub(w.response),
+                cookie: self.wireguard.cookie.saturating_sub(w.cookie),
+                data: self.wireguard.data.saturating_sub(w.data),
+            },
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn from_raw(k: &nd_flow_key, v: &nd_flow_stats) -> Self {
         Flow {
             ifindex: k.ifindex,

@@ -3,6 +3,8 @@
 //! Data flows one way: kernel ([`dataplane`]) → plain records ([`counters`], [`flows`],
 //! [`tunnel`], [`pmtu`]) → reports ([`cli`]).
 
+pub mod agent;
+pub mod api;
 pub mod attach;
 pub mod bpf;
 pub mod btf;
@@ -17,6 +19,7 @@ pub mod findings;
 pub mod flows;
 pub mod iface;
 pub mod logging;
+pub mod metrics;
 pub mod overhead;
 pub mod pmtu;
 pub mod probe;

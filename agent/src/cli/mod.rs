@@ -96,6 +96,34 @@ pub enum Command {
     ///   netdoctor probe 2001:db8::1 --max-size 9000 --json
     #[command(verbatim_doc_comment)]
     Probe(ProbeArgs),
+    /// Run the always-on agent: watch interfaces, evaluate the rules every interval, keep
+    /// findings history, serve an HTTP API, Prometheus /metrics and a dashboard.
+    ///
+    /// It attaches to every non-loopback physical, veth, bond, WireGuard, TUN/TAP, VXLAN
+    /// and GENEVE interface (or those matching --interfaces), follows interfaces as they
+    /// come and go, and evaluates each one every --interval with the same collectors and
+    /// rules as `diagnose`. Findings are kept in SQLite as a lifecycle: opened, still
+    /// active, resolved. SIGTERM or SIGINT detach everything and close the database.
+    ///
+    /// The API listens on 127.0.0.1:9469; any other address needs --token-file. Every
+    /// flag can also come from the --config file or a NETDOCTOR_* variable.
+    ///
+    /// Examples:
+    ///   netdoctor agent
+    ///   netdoctor agent --interfaces 'wg*,eth0' --interval 30s
+    ///   netdoctor agent --listen 0.0.0.0:9469 --token-file /etc/netdoctor/token
+    ///   netdoctor agent --config /etc/netdoctor/agent.toml
+    #[command(verbatim_doc_comment)]
+    Agent(AgentArgs),
+}
+
+/// Options for `netdoctor agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub settings: crate::agent::config::Overrides,
+    #[command(flatten)]
+    pub dataplane: DataplaneArgs,
 }
 
 /// Options for `netdoctor probe`.
@@ -231,7 +259,7 @@ impl DataplaneArgs {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let d =
         humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m30s, 500ms)"))?;
     if d.is_zero() {
@@ -290,6 +318,11 @@ pub fn main() -> ExitCode {
             Command::Flows(args) => flows::run(args).await,
             Command::Drops(args) => drops::run(args).await,
             Command::Probe(args) => probe::run(args).await,
+            Command::Agent(args) => {
+                let config = crate::agent::config::Config::resolve(&args.settings)?;
+                crate::agent::run(config, args.dataplane.options()?).await?;
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     match result {

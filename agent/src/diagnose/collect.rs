@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::tunnel::{family_name, Tunnel};
-use crate::dataplane::Dataplane;
+use crate::dataplane;
 use crate::drops::{self, DropCount, DropProbe};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
@@ -15,8 +15,7 @@ use crate::facts::{
 use crate::flows::Flow;
 use crate::iface::{IfaceKind, Interface};
 use crate::probe::ProbeResult;
-use crate::sockets::window::Baseline;
-use crate::sockets::SocketProbes;
+use crate::sockets::window::SocketRow;
 use crate::wire::{Direction, Encap};
 
 /// At most this many candidate underlays are watched when the tunnel's endpoints are not
@@ -90,6 +89,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// From WireGuard state and drop counts read by the caller.
+    pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
+        Snapshot { wireguard, drops }
+    }
+
     /// Reads WireGuard counters and drop counts.
     pub fn take(tun: &Tunnel, drops: Option<&DropProbe<'_>>) -> crate::Result<Self> {
         Ok(Snapshot {
@@ -121,14 +125,16 @@ fn tun_name(tun: &Tunnel) -> String {
 }
 
 /// Everything gathered during one diagnosis.
-pub struct Observation<'a, 'obj> {
+pub struct Observation<'a> {
     pub me: &'a Interface,
     pub details: &'a LinkDetails,
     pub all: &'a [Interface],
     pub tun: &'a Tunnel,
     pub underlay: &'a Underlay,
-    pub dp: &'a Dataplane<'obj>,
-    pub sockets: Option<(&'a SocketProbes<'obj>, &'a Baseline)>,
+    /// What the data plane counted during the window.
+    pub window: &'a dataplane::Snapshot,
+    /// Every local TCP connection over the window (None: socket telemetry unavailable).
+    pub sockets: Option<&'a [SocketRow]>,
     pub start: &'a Snapshot,
     pub end: &'a Snapshot,
     pub elapsed: Duration,
@@ -144,15 +150,15 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-impl Observation<'_, '_> {
+impl Observation<'_> {
     /// Builds the facts document (probe facts are added later).
     pub async fn facts(&self) -> crate::Result<Facts> {
-        let all_flows = self.dp.flows()?;
+        let all_flows = &self.window.flows;
         let mine: Vec<&Flow> = all_flows
             .iter()
             .filter(|f| f.ifindex == self.me.index)
             .collect();
-        let counters = self.dp.counters(self.me.index)?.unwrap_or_default();
+        let counters = self.window.counters(self.me.index);
 
         // The underlay is the watched interface that carried the tunnel's traffic.
         let tunnel_flow = |f: &&Flow| {
@@ -211,7 +217,7 @@ impl Observation<'_, '_> {
         };
         let underlay_counters = underlay_iface
             .as_ref()
-            .and_then(|u| self.dp.counters(u.index).ok().flatten())
+            .map(|u| self.window.counters(u.index))
             .unwrap_or_default();
         // Overhead at full size, in a direction where full-size inner packets flowed and
         // the underlay did not fragment them: smaller packets carry WireGuard's padding to
@@ -327,9 +333,9 @@ impl Observation<'_, '_> {
         };
 
         let flows = match self.sockets {
-            Some((probes, baseline)) => baseline
-                .rows(probes, self.me.index, self.elapsed.as_secs_f64())?
-                .into_iter()
+            Some(rows) => rows
+                .iter()
+                .filter(|r| r.socket.ifindex == self.me.index)
                 .map(|r| FlowFacts {
                     name: format!("{} -> {}", r.socket.local, r.socket.remote),
                     cc: r.socket.cc.clone(),

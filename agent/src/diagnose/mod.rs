@@ -2,8 +2,8 @@
 //! telemetry, an active path-MTU probe, then the rules. One code path for the CLI and
 //! (later) the agent's API.
 
-mod collect;
-mod tunnel;
+pub(crate) mod collect;
+pub(crate) mod tunnel;
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -151,6 +151,7 @@ pub async fn diagnose(
     };
 
     let start = collect::Snapshot::take(&tun, drops.as_ref())?;
+    let dp_start = dp.snapshot()?;
     let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
     progress.step(&format!(
         "observing {} ({}, MTU {}) for {}",
@@ -177,6 +178,12 @@ pub async fn diagnose(
         notes.push(format!("{lost} connection-close events were lost (ring buffer full): short connections may be missing"));
     }
     let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
+    let window = dp.snapshot()?.since(&dp_start);
+    drop(dp);
+    let socket_rows = match (&sockets, &baseline) {
+        (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
+        _ => None,
+    };
 
     let observed = collect::Observation {
         me: &me,
@@ -184,14 +191,13 @@ pub async fn diagnose(
         all: &all,
         tun: &tun,
         underlay: &underlay,
-        dp: &dp,
-        sockets: sockets.as_ref().zip(baseline.as_ref()),
+        window: &window,
+        sockets: socket_rows.as_deref(),
         start: &start,
         end: &end,
         elapsed,
     };
     let mut facts = observed.facts().await?;
-    drop(dp);
 
     if opts.probe {
         let targets = collect::probe_targets(&facts, &underlay, &me);

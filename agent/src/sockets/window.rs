@@ -80,10 +80,23 @@ impl Baseline {
         ifindex: u32,
         secs: f64,
     ) -> crate::Result<Vec<SocketRow>> {
+        let mut out = self.close(probes, secs)?.0;
+        out.retain(|r| r.socket.ifindex == ifindex);
+        Ok(out)
+    }
+
+    /// Ends the window now (`secs` after [`Baseline::take`]) for every interface: one row
+    /// per connection, and the baseline of the next window (taken at the same moment, so
+    /// consecutive windows neither overlap nor leave gaps).
+    pub fn close(
+        &self,
+        probes: &SocketProbes<'_>,
+        secs: f64,
+    ) -> crate::Result<(Vec<SocketRow>, Baseline)> {
         let closed = probes.drain_closed()?;
         let end = probes.snapshot()?;
         let retrans_end = probes.retransmits()?;
-        let mut out = rows(
+        let out = rows(
             &self.sockets,
             &end,
             &closed,
@@ -91,8 +104,13 @@ impl Baseline {
             &retrans_end,
             secs,
         );
-        out.retain(|r| r.socket.ifindex == ifindex);
-        Ok(out)
+        Ok((
+            out,
+            Baseline {
+                sockets: end,
+                retrans: retrans_end,
+            },
+        ))
     }
 }
 

@@ -1,0 +1,249 @@
+//! The agent's configuration: defaults, then a TOML file, then `NETDOCTOR_*` environment
+//! variables and flags (clap reads both), each overriding the one before.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default HTTP address: loopback only, so no token is needed.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9469";
+/// Default database path.
+pub const DEFAULT_DATABASE: &str = "/var/lib/netdoctor/netdoctor.db";
+
+/// The configuration file. Keys are the long flags with underscores; every key is
+/// optional. Unknown keys are errors, so a typo never goes unnoticed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    listen: Option<SocketAddr>,
+    token_file: Option<PathBuf>,
+    database: Option<PathBuf>,
+    #[serde(default, deserialize_with = "duration")]
+    interval: Option<Duration>,
+    interfaces: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "duration")]
+    retention: Option<Duration>,
+    retention_rows: Option<u64>,
+    rules: Option<PathBuf>,
+    probe: Option<bool>,
+    #[serde(default, deserialize_with = "duration")]
+    probe_interval: Option<Duration>,
+    max_peer_labels: Option<usize>,
+}
+
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("{s:?}: {e} (examples: 10s, 5m, 7d)")))
+}
+
+impl File {
+    /// Reads and parses `path`.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading the configuration {}: {e}", path.display()))?;
+        toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display()))
+    }
+}
+
+/// Flags and environment variables; each overrides the file.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct Overrides {
+    /// TOML configuration file; its keys are these flags' names with underscores, e.g.
+    /// `listen = "127.0.0.1:9469"`, `interfaces = ["wg*", "eth0"]`, `interval = "10s"`.
+    #[arg(long, value_name = "FILE", env = "NETDOCTOR_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// HTTP address of the API, metrics and dashboard [default: 127.0.0.1:9469]. Any
+    /// address other than loopback needs --token-file.
+    #[arg(long, value_name = "ADDR:PORT", env = "NETDOCTOR_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// File holding the bearer token every request must carry (except /healthz).
+    #[arg(long, value_name = "FILE", env = "NETDOCTOR_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// SQLite database of findings and samples [default: /var/lib/netdoctor/netdoctor.db].
+    #[arg(long, value_name = "PATH", env = "NETDOCTOR_DATABASE")]
+    pub database: Option<PathBuf>,
+    /// How often to evaluate every interface [default: 10s].
+    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_INTERVAL")]
+    pub interval: Option<Duration>,
+    /// Interfaces to watch, as comma-separated glob patterns (e.g. "wg*,eth0")
+    /// [default: every non-loopback physical, veth, bond, WireGuard, TUN/TAP, VXLAN and
+    /// GENEVE interface].
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', env = "NETDOCTOR_INTERFACES")]
+    pub interfaces: Vec<String>,
+    /// Interfaces never to watch, as comma-separated glob patterns.
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', env = "NETDOCTOR_EXCLUDE")]
+    pub exclude: Vec<String>,
+    /// How long history is kept [default: 7d].
+    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_RETENTION")]
+    pub retention: Option<Duration>,
+    /// At most this many samples and resolved findings are kept [default: 100000].
+    #[arg(long, value_name = "ROWS", env = "NETDOCTOR_RETENTION_ROWS")]
+    pub retention_rows: Option<u64>,
+    /// Directory of extra rules (*.toml), as for `diagnose --rules`.
+    #[arg(long, value_name = "DIR", env = "NETDOCTOR_RULES")]
+    pub rules: Option<PathBuf>,
+    /// Never send path-MTU probes.
+    #[arg(long, env = "NETDOCTOR_NO_PROBE")]
+    pub no_probe: bool,
+    /// How often each tunnel's path MTU is probed [default: 5m].
+    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_PROBE_INTERVAL")]
+    pub probe_interval: Option<Duration>,
+    /// WireGuard peers get a `peer` label (their public key) only while an interface has at
+    /// most this many peers [default: 16]; larger meshes get per-interface figures only.
+    #[arg(long, value_name = "N", env = "NETDOCTOR_MAX_PEER_LABELS")]
+    pub max_peer_labels: Option<usize>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// HTTP address.
+    pub listen: SocketAddr,
+    /// Bearer token, read from the token file.
+    pub token: Option<String>,
+    /// Database path.
+    pub database: PathBuf,
+    /// Evaluation interval.
+    pub interval: Duration,
+    /// Include patterns (empty: by kind).
+    pub interfaces: Vec<String>,
+    /// Exclude patterns.
+    pub exclude: Vec<String>,
+    /// History retention in time.
+    pub retention: Duration,
+    /// History retention in rows.
+    pub retention_rows: u64,
+    /// Extra rules.
+    pub rules: Option<PathBuf>,
+    /// Path-MTU probes on.
+    pub probe: bool,
+    /// Probe interval per tunnel.
+    pub probe_interval: Duration,
+    /// Peer-label limit.
+    pub max_peer_labels: usize,
+}
+
+impl Config {
+    /// Defaults, then the file (if any), then the overrides. Refuses a non-loopback
+    /// address without a token, and an empty or unreadable token file.
+    pub fn resolve(o: &Overrides) -> anyhow::Result<Self> {
+        let file = match &o.config {
+            Some(path) => File::read(path)?,
+            None => File::default(),
+        };
+        let listen = match o.listen.or(file.listen) {
+            Some(l) => l,
+            None => DEFAULT_LISTEN.parse()?,
+        };
+        let token = match o.token_file.as_ref().or(file.token_file.as_ref()) {
+            Some(path) => Some(read_token(path)?),
+            None => None,
+        };
+        if !listen.ip().is_loopback() && token.is_none() {
+            anyhow::bail!(
+                "refusing to listen on {listen} without a token: anyone who can reach it \
+                 could read this host's traffic and findings. Give --token-file FILE (a file \
+                 holding a random secret, e.g. `openssl rand -hex 32 > FILE`), or listen on \
+                 127.0.0.1."
+            );
+        }
+        let pick = |flag: &[String], file: Option<Vec<String>>| {
+            if flag.is_empty() {
+                file.unwrap_or_default()
+            } else {
+                flag.to_vec()
+            }
+        };
+        let config = Config {
+            listen,
+            token,
+            database: o
+                .database
+                .clone()
+                .or(file.database)
+                .unwrap_or_else(|| DEFAULT_DATABASE.into()),
+            interval: o.interval.or(file.interval).unwrap_or(Duration::from_secs(10)),
+            interfaces: pick(&o.interfaces, file.interfaces),
+            exclude: pick(&o.exclude, file.exclude),
+            retention: o
+                .retention
+                .or(file.retention)
+                .unwrap_or(Duration::from_secs(7 * 86_400)),
+            retention_rows: o.retention_rows.or(file.retention_rows).unwrap_or(100_000),
+            rules: o.rules.clone().or(file.rules),
+            probe: !o.no_probe && file.probe.unwrap_or(true),
+            probe_interval: o
+                .probe_interval
+                .or(file.probe_interval)
+                .unwrap_or(Duration::from_secs(300)),
+            max_peer_labels: o.max_peer_labels.or(file.max_peer_labels).unwrap_or(16),
+        };
+        anyhow::ensure!(
+            config.interval >= Duration::from_secs(1),
+            "--interval must be at least 1s (got {})",
+            humantime::format_duration(config.interval)
+        );
+        Ok(config)
+    }
+}
+
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading the token file {}: {e}", path.display()))?;
+    let token = text.trim().to_owned();
+    anyhow::ensure!(
+        token.len() >= 16,
+        "the token in {} is {} characters long; use at least 16 (e.g. `openssl rand -hex 32`)",
+        path.display(),
+        token.len()
+    );
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_work_without_a_file() {
+        let c = Config::resolve(&Overrides::default()).expect("defaults");
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.interval, Duration::from_secs(10));
+        assert!(c.probe && c.token.is_none());
+    }
+
+    #[test]
+    fn public_address_needs_a_token() {
+        let o = Overrides {
+            listen: Some("0.0.0.0:9469".parse().expect("addr")),
+            ..Overrides::default()
+        };
+        let e = Config::resolve(&o).expect_err("must refuse");
+        assert!(e.to_string().contains("--token-file"), "{e}");
+    }
+
+    #[test]
+    fn flags_override_the_file_and_unknown_keys_fail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("agent.toml");
+        std::fs::write(&path, "interval = \"30s\"\ninterfaces = [\"wg*\"]\n").expect("write");
+        let o = Overrides {
+            config: Some(path.clone()),
+            interval: Some(Duration::from_secs(2)),
+            ..Overrides::default()
+        };
+        let c = Config::resolve(&o).expect("config");
+        assert_eq!(c.interval, Duration::from_secs(2));
+        assert_eq!(c.interfaces, vec!["wg*".to_owned()]);
+
+        std::fs::write(&path, "intervall = \"30s\"\n").expect("write");
+        let e = Config::resolve(&o).expect_err("typo must fail");
+        assert!(e.to_string().contains("intervall"), "{e}");
+    }
+}

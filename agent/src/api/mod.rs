@@ -1,0 +1,55 @@
+//! The agent's HTTP API: read-only JSON under `/api/v1/`, Prometheus `/metrics`, health
+//! probes and the embedded dashboard, one router per module. Contract: `agent/API.md`.
+
+mod auth;
+mod dashboard;
+mod diagnose;
+mod error;
+mod health;
+mod history;
+mod live;
+mod params;
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+
+pub use error::ApiError;
+
+use crate::agent::state::Shared;
+use crate::metrics::Metrics;
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The monitor's view, the store and the configuration.
+    pub shared: Arc<Shared>,
+    /// The metrics registry.
+    pub metrics: Metrics,
+    /// Held while a diagnosis runs: one at a time.
+    pub diagnosing: Arc<tokio::sync::Semaphore>,
+}
+
+/// The whole application.
+pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
+    let state = AppState {
+        metrics: Metrics::new(shared.clone())?,
+        shared,
+        diagnosing: Arc::new(tokio::sync::Semaphore::new(1)),
+    };
+    let api = Router::new()
+        .merge(live::router())
+        .merge(history::router())
+        .merge(diagnose::router());
+    Ok(Router::new()
+        .nest("/api/v1", api)
+        .route("/metrics", get(health::metrics))
+        .route("/readyz", get(health::readyz))
+        .merge(dashboard::router())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::guard))
+        // /healthz answers even without a token: liveness probes carry none.
+        .route("/healthz", get(health::healthz))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(1024))
+        .with_state(state))
+}

@@ -75,6 +75,13 @@ impl IntoResponse for ApiError {
             }
         };
         let mut response = (status, Json(json!({ "error": body }))).into_response();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            // A diagnosis takes its duration plus a few seconds of probing.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("10"),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -18,17 +18,23 @@ pub async fn healthz() -> Json<serde_json::Value> {
 
 /// The first evaluation has finished.
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let view = state.shared.view();
-    let notes = view.health.notes.clone();
-    if state.shared.ready.load(Ordering::Acquire) {
-        Json(json!({"status": "ready", "notes": notes})).into_response()
+    let notes = state.shared.view().health.notes.clone();
+    let ready = state.shared.ready.load(Ordering::Acquire);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let body = json!({
+        "status": if ready { "ready" } else { "starting" },
+        "interval_s": state.shared.config.interval.as_secs_f64(),
+        "now_ms": now_ms,
+        "notes": notes,
+    });
+    let status = if ready {
+        StatusCode::OK
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "starting", "notes": notes})),
-        )
-            .into_response()
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }
 
 /// Prometheus text exposition.

@@ -1,0 +1,347 @@
+#!/usr/bin/env node
+// End-to-end check of the dashboard served by a running agent, in Debian's Chromium through
+// playwright-core. It assumes no fixture data: what it expects comes from --expect.
+//
+//   node tests/e2e.mjs --url http://127.0.0.1:9469/ [--token SECRET | --token-file PATH]
+//        [--screenshots DIR] [--expect JSON | --expect-file PATH] [--timeout 60]
+//        [--diagnose-timeout 120] [--no-diagnose] [--chromium /usr/bin/chromium]
+//
+// --expect (all keys optional):
+//   {"mtus": {"wg0": 1420},                      cards show these MTUs (data-testid="mtu-wg0")
+//    "finding": "mtu.tunnel_exceeds_underlay",   the findings view lists it, with a fix
+//    "fix": "mtu 1440",                           ...whose fix text contains this
+//    "cc": "cubic",                               the sockets table has a connection with this cc
+//    "interface": "wg0",                          the interface for finding, cc, charts, diagnose
+//    "diagnose_finding": "mtu.tunnel_exceeds_underlay"}  the "Diagnose now" report lists it
+//
+// At 1280x800 and at 400x800 it loads the page, fails on any console error, page error,
+// failed request or HTTP error response, checks the above, that the page does not overflow
+// horizontally, that the charts rendered (uPlot canvases with a non-zero size), clicks
+// "Diagnose now" (at 1280x800) and waits for the report, and saves screenshots.
+// With a token it first checks the token prompt: a fresh browser gets the prompt, enters the
+// token and sees the interfaces. Exit 0: all passed; 1: a check failed; 2: usage error.
+
+import { chromium } from 'playwright-core';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+const TOKEN_KEY = 'netdoctor.token';
+const VIEWPORTS = [{ width: 1280, height: 800 }, { width: 400, height: 800 }];
+
+function usage(msg) {
+  if (msg) console.error(`e2e: ${msg}`);
+  console.error('usage: node tests/e2e.mjs --url URL [--token T | --token-file F] [--screenshots DIR] ' +
+    "[--expect '{\"mtus\":{\"wg0\":1420},\"finding\":\"…\",\"cc\":\"cubic\",\"interface\":\"wg0\"}' | --expect-file F] " +
+    '[--timeout S] [--diagnose-timeout S] [--no-diagnose] [--chromium PATH]');
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const o = { url: '', token: '', screenshots: '', expect: {}, timeout: 60, diagnoseTimeout: 120, diagnose: true, chromium: '/usr/bin/chromium' };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => {
+      if (i + 1 >= argv.length) usage(`${a} needs a value`);
+      return argv[++i];
+    };
+    switch (a) {
+      case '--url': o.url = val(); break;
+      case '--token': o.token = val(); break;
+      case '--token-file': o.token = readFileSync(val(), 'utf8').trim(); break;
+      case '--screenshots': o.screenshots = val(); break;
+      case '--expect': try { o.expect = JSON.parse(val()); } catch (e) { usage(`--expect is not JSON: ${e.message}`); } break;
+      case '--expect-file': try { o.expect = JSON.parse(readFileSync(val(), 'utf8')); } catch (e) { usage(`--expect-file: ${e.message}`); } break;
+      case '--timeout': o.timeout = Number(val()); break;
+      case '--diagnose-timeout': o.diagnoseTimeout = Number(val()); break;
+      case '--no-diagnose': o.diagnose = false; break;
+      case '--chromium': o.chromium = val(); break;
+      case '-h': case '--help': usage(); break;
+      default: usage(`unknown argument ${a}`);
+    }
+  }
+  if (!o.url) usage('--url is required');
+  if (!(o.timeout > 0) || !(o.diagnoseTimeout > 0)) usage('timeouts must be positive numbers of seconds');
+  if (typeof o.expect !== 'object' || o.expect === null || Array.isArray(o.expect)) usage('--expect must be a JSON object');
+  return o;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const exp = opts.expect;
+const baseUrl = opts.url.replace(/#.*$/, '');
+const iface = exp.interface || Object.keys(exp.mtus || {})[0] || '';
+const T = opts.timeout * 1000;
+
+class CheckFailed extends Error {}
+const fail = (msg) => { throw new CheckFailed(msg); };
+const log = (msg) => console.log(`e2e: ${msg}`);
+const cssStr = (s) => JSON.stringify(String(s));
+const hashUrl = (hash) => `${baseUrl}${hash}`;
+
+/** Collects console errors, page errors, failed requests and HTTP errors of a page. */
+function watch(page, label) {
+  const problems = [];
+  const allowed = []; // [{status, urlPart}] tolerated while a phase expects them
+  const isAllowed = (status, url) => allowed.some((a) => a.status === status && (!a.urlPart || url.includes(a.urlPart)));
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    const text = m.text();
+    // Chromium logs every HTTP error response as a console error; those are judged by the
+    // response handler below (with the URL), not twice here.
+    const st = /status of (\d{3})/.exec(text);
+    if (st && /Failed to load resource/.test(text)) {
+      const url = (m.location() && m.location().url) || '';
+      if (isAllowed(Number(st[1]), url)) return;
+      if (url) return; // reported by the response handler
+    }
+    problems.push(`[${label}] console error: ${text}`);
+  });
+  page.on('pageerror', (e) => problems.push(`[${label}] page error: ${e.message}`));
+  page.on('requestfailed', (r) => {
+    const why = r.failure() ? r.failure().errorText : 'failed';
+    // A navigation away aborts pending fetches; that is not a failure of the page.
+    if (why === 'net::ERR_ABORTED' && r.resourceType() === 'fetch') return;
+    problems.push(`[${label}] request failed: ${r.method()} ${r.url()} (${why})`);
+  });
+  page.on('response', (r) => {
+    if (r.status() < 400) return;
+    if (isAllowed(r.status(), r.url())) return;
+    problems.push(`[${label}] HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
+  });
+  return { problems, allow: (status, urlPart = '') => allowed.push({ status, urlPart }), disallow: () => allowed.splice(0) };
+}
+
+async function shot(page, name) {
+  if (!opts.screenshots) return;
+  const file = join(opts.screenshots, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  log(`screenshot ${file}`);
+}
+
+async function noHorizontalOverflow(page, where) {
+  const o = await page.evaluate(() => ({ sw: document.documentElement.scrollWidth, cw: document.documentElement.clientWidth }));
+  if (o.sw > o.cw + 1) fail(`${where}: the page overflows horizontally (${o.sw} px wide in a ${o.cw} px viewport)`);
+}
+
+async function waitFor(page, selector, what, timeout = T) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    if (await page.locator(selector).count()) return;
+    // A crashed page shows its error at once: no point in waiting out the timeout.
+    const fatal = await page.locator('[data-testid="fatal-error"]').allInnerTexts();
+    if (fatal.length) fail(`${what}: the page reports ${fatal.join(' | ')}`);
+    if (Date.now() > deadline) {
+      const err = await page.locator('[role="alert"]').allInnerTexts().catch(() => []);
+      fail(`${what}: nothing matched ${selector} within ${timeout / 1000} s${err.length ? `; the page shows: ${err.join(' | ')}` : ''}`);
+    }
+    await page.waitForTimeout(250);
+  }
+}
+
+async function openView(page, view, hash) {
+  await page.click(`[data-testid="nav-${view}"]`);
+  if (hash) await page.goto(hashUrl(hash));
+  await page.locator(`[data-testid="${view}"]`).waitFor({ state: 'visible', timeout: T });
+}
+
+async function checkOverview(page, tag) {
+  await waitFor(page, '[data-testid="cards"][data-state="ready"]', 'overview');
+  const cards = await page.locator('[data-testid^="card-"]').count();
+  if (!cards) fail('overview: no interface cards');
+  for (const [name, mtu] of Object.entries(exp.mtus || {})) {
+    const sel = `[data-testid="mtu-${name}"]`;
+    const deadline = Date.now() + T;
+    let text = '';
+    for (;;) {
+      text = (await page.locator(sel).first().textContent({ timeout: 1000 }).catch(() => '')) || '';
+      if (text.trim() === String(mtu)) break;
+      if (Date.now() > deadline) fail(`overview: card ${name} shows MTU ${JSON.stringify(text.trim() || '(no card)')}, expected ${mtu}`);
+      // The interface may be unwatched (hidden by default) or not known yet.
+      const box = page.locator('[data-testid="show-unwatched"]');
+      if (!text && !(await box.isChecked())) await box.check();
+      await page.waitForTimeout(1000);
+    }
+    log(`[${tag}] card ${name}: MTU ${mtu}`);
+  }
+  await noHorizontalOverflow(page, `[${tag}] overview`);
+  await shot(page, `${tag}-overview`);
+}
+
+async function checkFindings(page, tag) {
+  await openView(page, 'findings');
+  await waitFor(page, '[data-testid="findings"][data-state="ready"]', 'findings view');
+  if (exp.finding) {
+    let sel = `[data-testid="finding"][data-finding-id=${cssStr(exp.finding)}]`;
+    if (iface) sel += `[data-interface=${cssStr(iface)}]`;
+    await waitFor(page, sel, `findings: ${exp.finding}${iface ? ` on ${iface}` : ''}`);
+    const f = page.locator(sel).first();
+    const fix = ((await f.locator('[data-testid="finding-fix"]').textContent()) || '').trim();
+    if (!fix) fail(`findings: ${exp.finding} shows no fix`);
+    if (exp.fix && !fix.includes(exp.fix)) fail(`findings: ${exp.finding}'s fix ${JSON.stringify(fix)} does not contain ${JSON.stringify(exp.fix)}`);
+    const sev = ((await f.locator('[data-testid="finding-severity"]').textContent()) || '').trim();
+    if (!/critical|warning|info/i.test(sev)) fail(`findings: ${exp.finding} has no severity text (${JSON.stringify(sev)})`);
+    log(`[${tag}] finding ${exp.finding}: ${sev}, fix: ${fix}`);
+  }
+  await noHorizontalOverflow(page, `[${tag}] findings`);
+  await shot(page, `${tag}-findings`);
+}
+
+async function checkTraffic(page, tag) {
+  await openView(page, 'traffic');
+  await waitFor(page, '[data-testid="traffic"][data-state="ready"]', 'connections view');
+  if (exp.cc) {
+    let sel = `[data-testid="sockets-table"] tr[data-testid="socket-row"][data-cc=${cssStr(exp.cc)}]`;
+    if (iface) sel = `[data-testid="sockets-table"] tr[data-testid="socket-row"][data-cc=${cssStr(exp.cc)}][data-interface=${cssStr(iface)}]`;
+    await waitFor(page, sel, `sockets table: a ${exp.cc} connection${iface ? ` on ${iface}` : ''}`);
+    const cell = ((await page.locator(`${sel} [data-col="cc"]`).first().textContent()) || '').trim();
+    if (!cell.includes(exp.cc)) fail(`sockets table: cc cell shows ${JSON.stringify(cell)}, expected ${exp.cc}`);
+    log(`[${tag}] sockets table: ${exp.cc} connection${iface ? ` on ${iface}` : ''}`);
+  }
+  await noHorizontalOverflow(page, `[${tag}] connections`);
+  await shot(page, `${tag}-connections`);
+}
+
+async function checkCharts(page, tag) {
+  const hash = `#/charts${iface ? `?interface=${encodeURIComponent(iface)}` : ''}`;
+  await openView(page, 'charts', hash);
+  const base = '[data-testid="charts"][data-state="ready"]';
+  const sel = iface ? `${base}[data-interface=${cssStr(iface)}]` : base;
+  await waitFor(page, sel, `charts${iface ? ` of ${iface}` : ''}`);
+  // Samples appear once the agent closed a window; auto-refresh brings them.
+  const deadline = Date.now() + T;
+  while (Number(await page.locator('[data-testid="charts"]').getAttribute('data-sample-count')) < 1) {
+    if (Date.now() > deadline) fail(`charts: no samples${iface ? ` of ${iface}` : ''} within ${opts.timeout} s`);
+    await page.waitForTimeout(1000);
+  }
+  for (const c of ['throughput', 'retrans', 'drops', 'sizes', 'pmtu']) {
+    const canvas = page.locator(`[data-testid="chart-${c}"] canvas`).first();
+    if (!(await canvas.count())) fail(`charts: chart-${c} has no canvas`);
+    const box = await canvas.boundingBox();
+    if (!box || box.width < 50 || box.height < 50) fail(`charts: chart-${c}'s canvas is ${box ? `${box.width}x${box.height}` : 'not laid out'}`);
+  }
+  const n = await page.locator('[data-testid="charts"]').getAttribute('data-sample-count');
+  log(`[${tag}] charts: 5 canvases drawn from ${n} samples`);
+  await noHorizontalOverflow(page, `[${tag}] charts`);
+  await shot(page, `${tag}-charts`);
+}
+
+async function checkDiagnose(page, tag, watcher, iface) {
+  await openView(page, 'overview', '#/overview');
+  await waitFor(page, '[data-testid="cards"][data-state="ready"]', 'overview');
+  const btn = page.locator(`[data-testid="diagnose-${iface}"]`);
+  await waitFor(page, `[data-testid="diagnose-${iface}"]`, `Diagnose now button of ${iface}`);
+  const panel = page.locator('[data-testid="diagnose-report"]');
+  // Another diagnosis may be running on the agent (429 busy): the page says so; retry.
+  watcher.allow(429, '/api/v1/diagnose/');
+  const deadline = Date.now() + opts.diagnoseTimeout * 1000;
+  for (let attempt = 1; ; attempt++) {
+    await btn.click();
+    await page.waitForFunction(() => {
+      const p = document.querySelector('[data-testid="diagnose-report"]');
+      return p && p.dataset.state !== 'running' && p.dataset.state !== 'closed';
+    }, null, { timeout: Math.max(deadline - Date.now(), 1000), polling: 250 }).catch(() => fail(`diagnose ${iface}: no report within ${opts.diagnoseTimeout} s`));
+    const state = await panel.getAttribute('data-state');
+    if (state === 'done') break;
+    if (state === 'busy' && Date.now() + 3000 < deadline) {
+      log(`[${tag}] diagnose ${iface}: agent busy (429), retrying (attempt ${attempt})`);
+      await page.waitForTimeout(3000);
+      continue;
+    }
+    const text = ((await panel.innerText()) || '').trim();
+    fail(`diagnose ${iface}: report state ${state}: ${text.slice(0, 400)}`);
+  }
+  watcher.disallow();
+  const who = await panel.getAttribute('data-interface');
+  if (who !== iface) fail(`diagnose: the report is about ${who}, expected ${iface}`);
+  const ids = await panel.locator('[data-testid="finding"]').evaluateAll((els) => els.map((e) => e.dataset.findingId));
+  if (exp.diagnose_finding && !ids.includes(exp.diagnose_finding)) {
+    fail(`diagnose ${iface}: the report lists ${ids.length ? ids.join(', ') : 'no findings'}, expected ${exp.diagnose_finding}`);
+  }
+  log(`[${tag}] diagnose ${iface}: report with ${ids.length ? ids.join(', ') : 'no findings'}`);
+  await noHorizontalOverflow(page, `[${tag}] diagnosis report`);
+  await shot(page, `${tag}-diagnose`);
+}
+
+async function checkTokenPrompt(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS[0] });
+  const page = await context.newPage();
+  const w = watch(page, 'token prompt');
+  w.allow(401, '/api/');
+  try {
+    await page.goto(baseUrl, { waitUntil: 'load', timeout: T });
+    await page.locator('[data-testid="token-form"]').waitFor({ state: 'visible', timeout: T })
+      .catch(() => fail('token: without a token the page shows no token prompt'));
+    await page.fill('[data-testid="token-input"]', opts.token);
+    await page.click('[data-testid="token-submit"]');
+    await waitFor(page, '[data-testid="cards"][data-state="ready"]', 'token: interfaces after entering the token');
+    if (await page.locator('[data-testid="token-form"]').isVisible()) fail('token: the prompt stays after entering the token');
+    const stored = await page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY);
+    if (stored !== opts.token) fail('token: the token was not kept in localStorage');
+    log('token prompt: shown on 401, token accepted and kept');
+    await shot(page, 'token-accepted');
+  } finally {
+    await context.close();
+  }
+  if (w.problems.length) fail(w.problems.join('\n'));
+}
+
+async function main() {
+  if (opts.screenshots) mkdirSync(opts.screenshots, { recursive: true });
+  if (exp.finding || exp.cc || exp.diagnose_finding) {
+    if (!iface) usage('"finding", "cc" and "diagnose_finding" need "interface" (or "mtus") in --expect');
+  }
+  const browser = await chromium.launch({ executablePath: opts.chromium, headless: true, args: CHROMIUM_ARGS });
+  const problems = [];
+  try {
+    if (opts.token) await checkTokenPrompt(browser);
+    let diagnoseIface = iface;
+    for (const vp of VIEWPORTS) {
+      const tag = `${vp.width}x${vp.height}`;
+      const context = await browser.newContext({ viewport: vp });
+      if (opts.token) await context.addInitScript(([k, t]) => localStorage.setItem(k, t), [TOKEN_KEY, opts.token]);
+      const page = await context.newPage();
+      page.setDefaultTimeout(T);
+      const w = watch(page, tag);
+      try {
+        const res = await page.goto(baseUrl, { waitUntil: 'load', timeout: T });
+        if (!res || !res.ok()) fail(`loading ${baseUrl}: HTTP ${res ? res.status() : 'no response'}`);
+        await checkOverview(page, tag);
+        if (!diagnoseIface) {
+          diagnoseIface = (await page.locator('[data-testid^="card-"][data-watched="true"]').first().getAttribute('data-interface').catch(() => '')) || '';
+        }
+        await checkFindings(page, tag);
+        await checkTraffic(page, tag);
+        await checkCharts(page, tag);
+        if (opts.diagnose && vp === VIEWPORTS[0]) {
+          if (!diagnoseIface) fail('diagnose: no interface to diagnose (give "interface" in --expect)');
+          await checkDiagnose(page, tag, w, diagnoseIface);
+        }
+      } catch (err) {
+        // The page's own errors usually explain a failed check: show them with it.
+        if (err instanceof CheckFailed && w.problems.length) {
+          err.message += `\n  errors while the page ran:\n  ${w.problems.join('\n  ')}`;
+        }
+        throw err;
+      } finally {
+        await context.close();
+      }
+      problems.push(...w.problems);
+    }
+  } finally {
+    await browser.close();
+  }
+  if (problems.length) fail(`errors while the page ran:\n  ${problems.join('\n  ')}`);
+}
+
+let exitCode = 0;
+try {
+  await main();
+  log('PASS');
+} catch (err) {
+  exitCode = 1;
+  console.error(`e2e: FAIL: ${err instanceof CheckFailed ? err.message : (err && err.stack) || err}`);
+}
+process.exit(exitCode);

@@ -238,12 +238,15 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
     for d in &view.drops {
         out.put("netdoctor_drops_total", &[&d.interface, &d.reason], d.packets_total as f64);
     }
-    for f in &view.active {
-        out.put(
-            "netdoctor_finding_active",
-            &[&f.id, &f.severity.to_string(), &f.interface],
-            1.0,
-        );
+    // Findings about several subjects (peers, flows) make one series: the alert is about
+    // the interface.
+    let active: std::collections::BTreeSet<(&str, String, &str)> = view
+        .active
+        .iter()
+        .map(|f| (f.id.as_str(), f.severity.to_string(), f.interface.as_str()))
+        .collect();
+    for (id, severity, iface) in &active {
+        out.put("netdoctor_finding_active", &[id, severity, iface], 1.0);
     }
     out.put("netdoctor_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
     let h = &view.health;

@@ -18,7 +18,12 @@ use crate::counters::{DirCounters, SIZE_BUCKET_BOUNDS};
 use MetricType::{COUNTER, GAUGE, HISTOGRAM};
 
 /// One metric family: name, help, type, label names.
-type Family = (&'static str, &'static str, MetricType, &'static [&'static str]);
+type Family = (
+    &'static str,
+    &'static str,
+    MetricType,
+    &'static [&'static str],
+);
 
 /// Every family the view produces.
 pub const FAMILIES: &[Family] = &[
@@ -110,7 +115,14 @@ impl Out {
         f.mut_metric().push(m);
     }
 
-    fn histogram(&mut self, name: &'static str, values: &[&str], bounds: &[f64], counts: &[u64], sum: f64) {
+    fn histogram(
+        &mut self,
+        name: &'static str,
+        values: &[&str],
+        bounds: &[f64],
+        counts: &[u64],
+        sum: f64,
+    ) {
         let Some(f) = self.families.get_mut(name) else {
             return;
         };
@@ -143,16 +155,36 @@ impl Out {
 
 fn direction(out: &mut Out, iface: &str, dir: &str, c: &DirCounters) {
     let f = |v: u64| v as f64;
-    out.put("netdoctor_interface_packets_total", &[iface, dir], f(c.packets));
-    out.put("netdoctor_interface_segments_total", &[iface, dir], f(c.segments));
+    out.put(
+        "netdoctor_interface_packets_total",
+        &[iface, dir],
+        f(c.packets),
+    );
+    out.put(
+        "netdoctor_interface_segments_total",
+        &[iface, dir],
+        f(c.segments),
+    );
     out.put("netdoctor_interface_bytes_total", &[iface, dir], f(c.bytes));
-    out.put("netdoctor_interface_fragments_total", &[iface, dir], f(c.fragments()));
-    out.put("netdoctor_interface_df_over_mtu_total", &[iface, dir], f(c.df_over_mtu));
+    out.put(
+        "netdoctor_interface_fragments_total",
+        &[iface, dir],
+        f(c.fragments()),
+    );
+    out.put(
+        "netdoctor_interface_df_over_mtu_total",
+        &[iface, dir],
+        f(c.df_over_mtu),
+    );
     for (i, n) in c.size_buckets.iter().enumerate() {
         let le = SIZE_BUCKET_BOUNDS
             .get(i)
             .map_or_else(|| "+Inf".to_owned(), ToString::to_string);
-        out.put("netdoctor_interface_segment_size_total", &[iface, dir, &le], f(*n));
+        out.put(
+            "netdoctor_interface_segment_size_total",
+            &[iface, dir, &le],
+            f(*n),
+        );
     }
 }
 
@@ -179,9 +211,16 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
         );
         let t = &facts.tunnel;
         if t.present {
-            for (source, bytes) in [("expected", t.overhead_expected), ("measured", t.overhead_measured)] {
+            for (source, bytes) in [
+                ("expected", t.overhead_expected),
+                ("measured", t.overhead_measured),
+            ] {
                 if bytes >= 0 {
-                    out.put("netdoctor_tunnel_overhead_bytes", &[name, source], bytes as f64);
+                    out.put(
+                        "netdoctor_tunnel_overhead_bytes",
+                        &[name, source],
+                        bytes as f64,
+                    );
                     if t.effective_underlay_mtu > 0 {
                         out.put(
                             "netdoctor_tunnel_overhead_ratio",
@@ -192,14 +231,22 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
                 }
             }
             if t.underlay_mtu > 0 {
-                out.put("netdoctor_tunnel_underlay_mtu_bytes", &[name], t.underlay_mtu as f64);
+                out.put(
+                    "netdoctor_tunnel_underlay_mtu_bytes",
+                    &[name],
+                    t.underlay_mtu as f64,
+                );
             }
             if t.max_mtu > 0 {
                 out.put("netdoctor_tunnel_max_mtu_bytes", &[name], t.max_mtu as f64);
             }
         }
         if facts.probe.ran {
-            out.put("netdoctor_path_mtu_bytes", &[name], facts.probe.path_mtu as f64);
+            out.put(
+                "netdoctor_path_mtu_bytes",
+                &[name],
+                facts.probe.path_mtu as f64,
+            );
             out.put(
                 "netdoctor_path_mtu_blackhole",
                 &[name],
@@ -213,7 +260,11 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
         // A peer that never completed a handshake is as stale as the agent is old.
         let age = |a: i64| if a < 0 { uptime_s } else { a };
         if let Some(max) = peers.iter().map(|(_, a)| age(*a)).max() {
-            out.put("netdoctor_wireguard_handshake_age_max_seconds", &[iface], max as f64);
+            out.put(
+                "netdoctor_wireguard_handshake_age_max_seconds",
+                &[iface],
+                max as f64,
+            );
         }
         if peers.len() <= max_peer_labels {
             for (peer, a) in peers {
@@ -226,17 +277,34 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
         }
     }
     for ((iface, cc), t) in &view.tcp {
-        out.put("netdoctor_tcp_data_segments_total", &[iface, cc], t.segments as f64);
-        out.put("netdoctor_tcp_retransmits_total", &[iface, cc], t.retransmits as f64);
+        out.put(
+            "netdoctor_tcp_data_segments_total",
+            &[iface, cc],
+            t.segments as f64,
+        );
+        out.put(
+            "netdoctor_tcp_retransmits_total",
+            &[iface, cc],
+            t.retransmits as f64,
+        );
         out.put("netdoctor_tcp_retransmit_ratio", &[iface, cc], t.last_ratio);
     }
     for (iface, h) in &view.srtt {
-        let mut bounds = SRTT_BUCKETS.to_vec();
-        bounds.push(f64::INFINITY);
-        out.histogram("netdoctor_tcp_srtt_seconds", &[iface], &bounds, &h.counts, h.sum);
+        // The encoder adds the +Inf bucket from the sample count.
+        out.histogram(
+            "netdoctor_tcp_srtt_seconds",
+            &[iface],
+            &SRTT_BUCKETS,
+            &h.counts,
+            h.sum,
+        );
     }
     for d in &view.drops {
-        out.put("netdoctor_drops_total", &[&d.interface, &d.reason], d.packets_total as f64);
+        out.put(
+            "netdoctor_drops_total",
+            &[&d.interface, &d.reason],
+            d.packets_total as f64,
+        );
     }
     // Findings about several subjects (peers, flows) make one series: the alert is about
     // the interface.
@@ -250,7 +318,11 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
     }
     out.put("netdoctor_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
     let h = &view.health;
-    out.put("netdoctor_bpf_programs_attached", &[], h.programs_attached as f64);
+    out.put(
+        "netdoctor_bpf_programs_attached",
+        &[],
+        h.programs_attached as f64,
+    );
     out.put(
         "netdoctor_attach_failures_total",
         &[],
@@ -261,7 +333,11 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
     }
     for (program, (runs, ns)) in &h.program_stats {
         out.put("netdoctor_bpf_run_count_total", &[program], *runs as f64);
-        out.put("netdoctor_bpf_run_time_seconds_total", &[program], *ns as f64 / 1e9);
+        out.put(
+            "netdoctor_bpf_run_time_seconds_total",
+            &[program],
+            *ns as f64 / 1e9,
+        );
     }
     if h.last_evaluation_ms > 0 {
         out.put(

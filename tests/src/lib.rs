@@ -29,12 +29,15 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod ci;
 pub mod cmd;
+pub mod grafana;
 mod ids;
 pub mod loss;
 pub mod netdoctor;
 pub mod netns;
+pub mod prometheus;
 pub mod stats;
 pub mod topology;
 pub mod traffic;

@@ -46,8 +46,7 @@ impl File {
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("reading the configuration {}: {e}", path.display()))?;
-        toml::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display()))
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display()))
     }
 }
 
@@ -74,10 +73,20 @@ pub struct Overrides {
     /// Interfaces to watch, as comma-separated glob patterns (e.g. "wg*,eth0")
     /// [default: every non-loopback physical, veth, bond, WireGuard, TUN/TAP, VXLAN and
     /// GENEVE interface].
-    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', env = "NETDOCTOR_INTERFACES")]
+    #[arg(
+        long,
+        value_name = "PATTERNS",
+        value_delimiter = ',',
+        env = "NETDOCTOR_INTERFACES"
+    )]
     pub interfaces: Vec<String>,
     /// Interfaces never to watch, as comma-separated glob patterns.
-    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', env = "NETDOCTOR_EXCLUDE")]
+    #[arg(
+        long,
+        value_name = "PATTERNS",
+        value_delimiter = ',',
+        env = "NETDOCTOR_EXCLUDE"
+    )]
     pub exclude: Vec<String>,
     /// How long history is kept [default: 7d].
     #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_RETENTION")]
@@ -168,7 +177,10 @@ impl Config {
                 .clone()
                 .or(file.database)
                 .unwrap_or_else(|| DEFAULT_DATABASE.into()),
-            interval: o.interval.or(file.interval).unwrap_or(Duration::from_secs(10)),
+            interval: o
+                .interval
+                .or(file.interval)
+                .unwrap_or(Duration::from_secs(10)),
             interfaces: pick(&o.interfaces, file.interfaces),
             exclude: pick(&o.exclude, file.exclude),
             retention: o

@@ -11,8 +11,9 @@ use tokio::sync::Notify;
 /// Subscribes to link events and notifies `changed` on each one. Returns the task reading
 /// them; it ends if the netlink socket fails (the agent's periodic resync still runs).
 pub fn watch(changed: Arc<Notify>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let (conn, _handle, mut messages) = rtnetlink::new_multicast_connection(&[MulticastGroup::Link])
-        .map_err(|e| anyhow::anyhow!("subscribing to netlink link events: {e}"))?;
+    let (conn, _handle, mut messages) =
+        rtnetlink::new_multicast_connection(&[MulticastGroup::Link])
+            .map_err(|e| anyhow::anyhow!("subscribing to netlink link events: {e}"))?;
     Ok(tokio::spawn(async move {
         let conn = tokio::spawn(conn);
         while messages.next().await.is_some() {

@@ -25,6 +25,9 @@ use crate::store::{Retention, Store};
 use config::Config;
 use state::Shared;
 
+/// How long requests in flight may run on after SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
     let rules = match &config.rules {
@@ -89,11 +92,28 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
 
     let app = crate::api::router(shared.clone())?;
     let mut server_stop = stop_rx.clone();
+    let mut server_deadline = stop_rx.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = server_stop.changed().await;
     });
+    // Requests in flight (a diagnosis runs up to a minute) get a short grace period, so a
+    // stop never outlasts the usual service-manager timeouts.
+    let server = async move {
+        tokio::select! {
+            served = server => served,
+            () = async {
+                let _ = server_deadline.changed().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                tracing::warn!("requests still running after {}s: abandoned", SHUTDOWN_GRACE.as_secs());
+                Ok(())
+            }
+        }
+    };
     tracing::info!("serving the API, /metrics and the dashboard on http://{listen}/");
-    eprintln!("netdoctor agent: serving http://{listen}/ (API under /api/v1/, metrics at /metrics)");
+    eprintln!(
+        "netdoctor agent: serving http://{listen}/ (API under /api/v1/, metrics at /metrics)"
+    );
 
     let signals = async move {
         let reason = shutdown_signal().await;

@@ -15,7 +15,7 @@ use crate::facts::Facts;
 use crate::findings::Severity;
 use crate::flows::Flow;
 use crate::sockets::window::SocketRow;
-use crate::store::{StoredFinding, Store};
+use crate::store::{Store, StoredFinding};
 
 /// Traffic rates over the last window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -200,7 +200,9 @@ impl Shared {
                     "netdoctor_evaluation_duration_seconds",
                     "Time one evaluation of every watched interface took.",
                 )
-                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+                .buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ]),
             )?,
             started: std::time::Instant::now(),
             view: RwLock::new(View::default()),

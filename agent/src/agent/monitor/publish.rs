@@ -71,9 +71,12 @@ impl Monitor<'_> {
         view.handshakes
             .retain(|name, _| evaluated.iter().any(|(me, _)| &me.name == name));
 
+        // Flows of interfaces no longer watched (deleted ones) wait in the LRU table until
+        // evicted: not shown.
         view.flows = dp_now
             .flows
             .iter()
+            .filter(|f| names.contains_key(&f.ifindex))
             .map(|f| FlowView {
                 interface: name_of(f.ifindex),
                 flow: f.clone(),
@@ -87,6 +90,10 @@ impl Monitor<'_> {
                     row: r.clone(),
                 })
                 .collect();
+            // The ratio is the last window's: pairs without connections in it read 0.
+            for t in view.tcp.values_mut() {
+                t.last_ratio = 0.0;
+            }
             for (name, ratio_rows) in by_iface_cc(rows, &name_of) {
                 let t = view.tcp.entry(name).or_default();
                 t.segments += ratio_rows.0;
@@ -110,6 +117,11 @@ impl Monitor<'_> {
                 }
             }
         }
+        // Series of interfaces that are gone end with them, so churn (containers' veths)
+        // cannot grow the label set without bound.
+        let present = |name: &String| names.values().any(|n| n == name);
+        view.tcp.retain(|(name, _), _| present(name));
+        view.srtt.retain(|name, _| present(name));
         view.drops = drop_views(&self.prev_drops, drops_now, &name_of, self.drops.as_ref());
         view.active = active.to_vec();
         view.health.map_fill = BTreeMap::from([(

@@ -1,0 +1,699 @@
+//! The real `netdoctor agent` running inside a lab namespace, and HTTP requests to it.
+//!
+//! The agent listens on its namespace's loopback, so requests are made from inside the
+//! namespace too: each one runs on a short-lived thread that entered the namespace with
+//! `setns(CLONE_NEWNET)` and speaks HTTP with `ureq`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use netdoctor_lab::{agent::Agent, PairTopology};
+//! # fn main() -> anyhow::Result<()> {
+//! let pair = PairTopology::new(1500)?;
+//! // Adds --listen 127.0.0.1:9469, --database <temp dir> and --interval 1s, then waits
+//! // for /readyz == 200.
+//! let agent = Agent::start(&pair.a, &["--no-probe"])?;
+//! let eth0 = agent.poll("/api/v1/interfaces/eth0", Duration::from_secs(5), "eth0 watched", |r| {
+//!     (r.status == 200 && r.json["watched"] == true).then(|| r.json.clone())
+//! })?;
+//! println!("{}", eth0["mtu"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Attachments left on an interface (tcx chains, XDP, legacy tc filters) are read with
+//! [`attached`], e.g. to check that nothing stays behind after SIGKILL.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::cmd::BgProcess;
+use crate::netdoctor;
+use crate::netns::Netns;
+
+/// Port the agent listens on unless `--listen` is given (each namespace has its own
+/// loopback, so agents in different namespaces never collide).
+pub const DEFAULT_PORT: u16 = 9469;
+
+/// How long [`Agent::start`] waits for `/readyz` == 200: loading the programs (the
+/// verifier, ≈ 3 s for a debug build on an idle 2-core VM, much more with parallel
+/// tests) plus the first evaluation.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Time limit of one HTTP request (a diagnosis loads programs and observes for up to
+/// 60 s).
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Longest piece of a response body quoted in error messages.
+const QUOTE_MAX: usize = 4000;
+
+/// One HTTP response.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// What was asked, e.g. `GET /api/v1/flows`.
+    pub request: String,
+    /// HTTP status code.
+    pub status: u16,
+    /// `Content-Type` header ("" when absent).
+    pub content_type: String,
+    /// `WWW-Authenticate` header ("" when absent).
+    pub www_authenticate: String,
+    /// `Retry-After` header ("" when absent).
+    pub retry_after: String,
+    /// The body as text (lossy UTF-8).
+    pub text: String,
+    /// The body parsed as JSON; `Value::Null` when it is not JSON.
+    pub json: Value,
+}
+
+impl Reply {
+    /// `error.code` of an error body, if any.
+    pub fn error_code(&self) -> Option<&str> {
+        self.json.pointer("/error/code").and_then(Value::as_str)
+    }
+
+    /// `error.parameter` of a `bad_parameter` body, if any.
+    pub fn error_parameter(&self) -> Option<&str> {
+        self.json
+            .pointer("/error/parameter")
+            .and_then(Value::as_str)
+    }
+
+    /// `items` of a `Page` (empty when absent).
+    pub fn items(&self) -> &[Value] {
+        self.json["items"].as_array().map_or(&[][..], Vec::as_slice)
+    }
+
+    /// One line for assertion messages: request, status and (the start of) the body.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} -> HTTP {}: {}",
+            self.request,
+            self.status,
+            quote(&self.text)
+        )
+    }
+
+    /// Requires status `status`; the error shows the whole reply.
+    pub fn expect_status(&self, status: u16) -> Result<&Self> {
+        ensure!(
+            self.status == status,
+            "expected HTTP {status}: {}",
+            self.describe()
+        );
+        Ok(self)
+    }
+}
+
+/// The start of `text`, at most [`QUOTE_MAX`] characters.
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE_MAX) {
+        Some((i, _)) => format!("{}... ({} bytes)", &text[..i], text.len()),
+        None => text.to_owned(),
+    }
+}
+
+/// What the `Authorization` header of a request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth<'a> {
+    /// The agent's token (`Bearer <token>`) if it has one, else nothing.
+    Agent,
+    /// No header at all.
+    Missing,
+    /// This exact header value (e.g. `"Bearer wrong"`).
+    Header(&'a str),
+}
+
+/// A `netdoctor agent` running inside a namespace; stopped (SIGTERM, then SIGKILL) on
+/// `Drop`. Its stdout and stderr go to temporary files ([`Agent::stderr`]).
+#[derive(Debug)]
+pub struct Agent {
+    ns_name: String,
+    ns_path: PathBuf,
+    addr: SocketAddr,
+    token: Option<String>,
+    database: PathBuf,
+    process: BgProcess,
+    /// Holds the database when the caller gave no `--database`.
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn has_flag(args: &[&str], flag: &str) -> bool {
+    let prefix = format!("{flag}=");
+    args.iter().any(|a| *a == flag || a.starts_with(&prefix))
+}
+
+fn flag_value(args: &[&str], flag: &str) -> Option<String> {
+    let prefix = format!("{flag}=");
+    args.iter().enumerate().find_map(|(i, a)| {
+        if *a == flag {
+            args.get(i + 1).map(|v| (*v).to_owned())
+        } else {
+            a.strip_prefix(&prefix).map(str::to_owned)
+        }
+    })
+}
+
+impl Agent {
+    /// Starts `netdoctor agent ARGS...` inside `ns` (adding `--listen 127.0.0.1:9469`,
+    /// `--database <temp dir>/netdoctor.db` and `--interval 1s` when `args` lack them)
+    /// and waits until `/readyz` answers 200 (at most [`READY_TIMEOUT`]). The error
+    /// carries the agent's stderr, also when it exits early.
+    pub fn start(ns: &Netns, args: &[&str]) -> Result<Agent> {
+        Self::start_with_token(ns, args, None)
+    }
+
+    /// Like [`Agent::start`] for an agent given `--token-file`: `token` is what the file
+    /// holds; requests (the readiness check too) carry it unless told otherwise.
+    pub fn start_with_token(ns: &Netns, args: &[&str], token: Option<&str>) -> Result<Agent> {
+        let mut agent = Self::spawn(ns, args, token)?;
+        agent.wait_ready(READY_TIMEOUT)?;
+        Ok(agent)
+    }
+
+    /// Starts the agent like [`Agent::start_with_token`] without waiting for anything.
+    pub fn spawn(ns: &Netns, args: &[&str], token: Option<&str>) -> Result<Agent> {
+        let bin = netdoctor::binary()?;
+        let mut argv: Vec<String> = vec!["agent".to_owned()];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let listen = match flag_value(args, "--listen") {
+            Some(l) => l,
+            None => {
+                let l = format!("127.0.0.1:{DEFAULT_PORT}");
+                argv.extend(["--listen".to_owned(), l.clone()]);
+                l
+            }
+        };
+        let mut addr: SocketAddr = listen
+            .parse()
+            .with_context(|| format!("--listen {listen:?} is not ADDR:PORT"))?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        let mut dir = None;
+        let database = match flag_value(args, "--database") {
+            Some(d) => PathBuf::from(d),
+            None => {
+                let tmp = tempfile::Builder::new()
+                    .prefix("ndlab-agent-")
+                    .tempdir()
+                    .context("creating a directory for the agent's database")?;
+                let path = tmp.path().join("netdoctor.db");
+                argv.extend(["--database".to_owned(), path.to_string_lossy().into_owned()]);
+                dir = Some(tmp);
+                path
+            }
+        };
+        if !has_flag(args, "--interval") {
+            argv.extend(["--interval".to_owned(), "1s".to_owned()]);
+        }
+        let mut command = ns.command(&bin.to_string_lossy(), &argv);
+        // Settings of the environment running the tests must not leak into the agent.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("NETDOCTOR_") {
+                command.env_remove(key);
+            }
+        }
+        let label = format!("netdoctor {}", argv.join(" "));
+        let process = ns.spawn_command(&label, command)?;
+        Ok(Agent {
+            ns_name: ns.name().to_owned(),
+            ns_path: ns.path(),
+            addr,
+            token: token.map(str::to_owned),
+            database,
+            process,
+            _dir: dir,
+        })
+    }
+
+    /// Polls `/readyz` until it answers 200; errors with the agent's stderr when it
+    /// exits first or `timeout` expires.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("no answer yet");
+        loop {
+            if let Some(status) = self.process.try_status()? {
+                bail!(
+                    "`{}` exited ({status}) before /readyz answered 200 (last: {last}); stderr:\n{}",
+                    self.process.label(),
+                    self.stderr().trim()
+                );
+            }
+            match self.request("GET", "/readyz", Auth::Agent) {
+                Ok(r) if r.status == 200 => return Ok(()),
+                Ok(r) => last = r.describe(),
+                Err(e) => last = format!("{e:#}"),
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "`{}` not ready after {timeout:?} (last /readyz: {last}); stderr:\n{}",
+                    self.process.label(),
+                    self.stderr().trim()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends `METHOD PATH` (PATH with its query string) from inside the namespace.
+    /// Any HTTP status is a reply; errors are transport failures (refused, timeout).
+    pub fn request(&self, method: &str, path: &str, auth: Auth<'_>) -> Result<Reply> {
+        let header = match auth {
+            Auth::Agent => self.token.as_ref().map(|t| format!("Bearer {t}")),
+            Auth::Missing => None,
+            Auth::Header(h) => Some(h.to_owned()),
+        };
+        let url = format!("http://{}{path}", self.addr);
+        let label = format!("{method} {path}");
+        http_in_netns(&self.ns_path, method, &url, header, &label)
+            .with_context(|| format!("{label} to the agent in {}", self.ns_name))
+    }
+
+    /// `GET PATH` with the agent's token.
+    pub fn get(&self, path: &str) -> Result<Reply> {
+        self.request("GET", path, Auth::Agent)
+    }
+
+    /// `POST PATH` (empty body) with the agent's token.
+    pub fn post(&self, path: &str) -> Result<Reply> {
+        self.request("POST", path, Auth::Agent)
+    }
+
+    /// `GET PATH`, requiring 200 and a JSON body; returns the JSON.
+    pub fn get_json(&self, path: &str) -> Result<Value> {
+        let r = self.get(path)?;
+        ensure!(
+            r.status == 200 && !r.json.is_null(),
+            "expected HTTP 200 with JSON: {}",
+            r.describe()
+        );
+        Ok(r.json)
+    }
+
+    /// `GET /metrics`, requiring 200; returns the Prometheus text.
+    pub fn metrics(&self) -> Result<String> {
+        let r = self.get("/metrics")?;
+        r.expect_status(200)?;
+        Ok(r.text)
+    }
+
+    /// GETs `path` every 200 ms until `check` returns `Some`, at most `timeout`. The
+    /// error names `what` and shows the last reply (and the agent's stderr if it died).
+    pub fn poll<T>(
+        &self,
+        path: &str,
+        timeout: Duration,
+        what: &str,
+        mut check: impl FnMut(&Reply) -> Option<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.get(path) {
+                Ok(r) => match check(&r) {
+                    Some(v) => return Ok(v),
+                    None => r.describe(),
+                },
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "{what}: not seen within {timeout:?}; last reply: {last}\nagent stderr (end):\n{}",
+                    tail(&self.stderr(), 3000)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Address the agent listens on (inside its namespace).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The database file.
+    pub fn database(&self) -> &Path {
+        &self.database
+    }
+
+    /// Process id of the agent (nsenter execs it).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Everything the agent wrote to stderr so far ("" if unreadable).
+    pub fn stderr(&self) -> String {
+        self.process.stderr().unwrap_or_default()
+    }
+
+    /// The process, e.g. to send other signals.
+    pub fn process_mut(&mut self) -> &mut BgProcess {
+        &mut self.process
+    }
+
+    /// SIGKILL; waits (10 s at most) and returns the exit status.
+    pub fn kill9(&mut self) -> Result<ExitStatus> {
+        self.process.signal(Signal::SIGKILL)?;
+        self.process.wait_timeout(Duration::from_secs(10))
+    }
+
+    /// SIGTERM; waits at most `timeout` for the exit and returns its status (the
+    /// process is left running on timeout, and killed on `Drop`).
+    pub fn terminate(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        self.process.signal(Signal::SIGTERM)?;
+        self.process.wait_timeout(timeout)
+    }
+}
+
+/// The last `max` bytes of `text` (on a character boundary).
+pub fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// Runs one HTTP request on a new thread inside the namespace at `ns_path`.
+fn http_in_netns(
+    ns_path: &Path,
+    method: &str,
+    url: &str,
+    authorization: Option<String>,
+    label: &str,
+) -> Result<Reply> {
+    let file = File::open(ns_path).with_context(|| format!("opening {}", ns_path.display()))?;
+    let (method, url, label) = (method.to_owned(), url.to_owned(), label.to_owned());
+    let handle = std::thread::Builder::new()
+        .name("agent-http".into())
+        .spawn(move || -> Result<Reply> {
+            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                .context("setns(CLONE_NEWNET)")?;
+            http(&method, &url, authorization.as_deref(), label)
+        })
+        .context("spawning the HTTP thread")?;
+    match handle.join() {
+        Ok(result) => result,
+        Err(_) => bail!("the HTTP thread panicked"),
+    }
+}
+
+fn http(method: &str, url: &str, authorization: Option<&str>, label: String) -> Result<Reply> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_global(Some(HTTP_TIMEOUT))
+        .build()
+        .into();
+    let response = match method {
+        "GET" => {
+            let mut req = agent.get(url);
+            if let Some(a) = authorization {
+                req = req.header("Authorization", a);
+            }
+            req.call()
+        }
+        "POST" => {
+            let mut req = agent.post(url);
+            if let Some(a) = authorization {
+                req = req.header("Authorization", a);
+            }
+            req.send_empty()
+        }
+        other => bail!("unsupported method {other}"),
+    };
+    let mut response = response.with_context(|| format!("{label} failed"))?;
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let content_type = header("content-type");
+    let www_authenticate = header("www-authenticate");
+    let retry_after = header("retry-after");
+    let status = response.status().as_u16();
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()
+        .with_context(|| format!("reading the body of {label}"))?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Ok(Reply {
+        request: label,
+        status,
+        content_type,
+        www_authenticate,
+        retry_after,
+        text,
+        json,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Prometheus text.
+// ---------------------------------------------------------------------------
+
+/// One sample of a Prometheus text exposition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSample {
+    /// Metric name (with `_bucket`, `_sum`, ... suffixes as written).
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Value.
+    pub value: f64,
+}
+
+/// Parses the samples of a Prometheus text exposition (comments skipped). Errors name
+/// the line that does not parse.
+pub fn parse_metrics(text: &str) -> Result<Vec<MetricSample>> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        out.push(parse_metric_line(line).with_context(|| format!("metrics line {line:?}"))?);
+    }
+    Ok(out)
+}
+
+fn parse_metric_line(line: &str) -> Result<MetricSample> {
+    let name_end = line
+        .find(['{', ' '])
+        .context("no value after the metric name")?;
+    let name = line[..name_end].to_owned();
+    let mut labels = BTreeMap::new();
+    let mut rest = &line[name_end..];
+    if let Some(after) = rest.strip_prefix('{') {
+        let mut chars = after.char_indices();
+        let mut key = String::new();
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '}' => {
+                    end = Some(i + 1);
+                    break;
+                }
+                ',' | ' ' => {}
+                '=' => {
+                    ensure!(
+                        matches!(chars.next(), Some((_, '"'))),
+                        "label {key} without a quoted value"
+                    );
+                    let mut value = String::new();
+                    loop {
+                        match chars.next() {
+                            Some((_, '\\')) => match chars.next() {
+                                Some((_, 'n')) => value.push('\n'),
+                                Some((_, c)) => value.push(c),
+                                None => bail!("unterminated escape"),
+                            },
+                            Some((_, '"')) => break,
+                            Some((_, c)) => value.push(c),
+                            None => bail!("unterminated label value"),
+                        }
+                    }
+                    labels.insert(std::mem::take(&mut key), value);
+                }
+                c => key.push(c),
+            }
+        }
+        let end = end.context("unterminated label set")?;
+        rest = &after[end..];
+    }
+    let value = rest.split_whitespace().next().context("no value")?;
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse::<f64>().with_context(|| format!("value {v:?}"))?,
+    };
+    Ok(MetricSample {
+        name,
+        labels,
+        value,
+    })
+}
+
+/// Samples of metric `name` whose labels include every `(key, value)` of `labels`.
+pub fn find_metric<'a>(
+    samples: &'a [MetricSample],
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Vec<&'a MetricSample> {
+    samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).is_some_and(|x| x == v))
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// What is attached to an interface.
+// ---------------------------------------------------------------------------
+
+/// What is attached to one interface, seen through every mechanism netdoctor may use.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Attached {
+    /// Names of the programs in the tcx ingress chain.
+    pub tcx_ingress: Vec<String>,
+    /// Names of the programs in the tcx egress chain.
+    pub tcx_egress: Vec<String>,
+    /// `ip -d link` shows an XDP program.
+    pub xdp: bool,
+    /// `tc filter show dev IF ingress` output (legacy cls_bpf).
+    pub tc_ingress: String,
+    /// `tc filter show dev IF egress` output.
+    pub tc_egress: String,
+}
+
+impl Attached {
+    /// True when nothing at all is attached.
+    pub fn nothing(&self) -> bool {
+        *self == Attached::default()
+    }
+}
+
+/// Interface index of `ifname` inside `ns`.
+pub fn ifindex(ns: &Netns, ifname: &str) -> Result<u32> {
+    let json = ns.ip(&["-j", "link", "show", "dev", ifname])?;
+    let v: Value = serde_json::from_str(&json).context("parsing `ip -j link show`")?;
+    v.pointer("/0/ifindex")
+        .and_then(Value::as_u64)
+        .and_then(|i| u32::try_from(i).ok())
+        .with_context(|| format!("no ifindex in {json}"))
+}
+
+/// Program ids in the tcx chain `attach_type` of `ifindex`, queried from a thread inside
+/// `ns` (ifindexes are per namespace).
+fn tcx_prog_ids(ns: &Netns, ifindex: u32, attach_type: u32) -> Result<Vec<u32>> {
+    ns.run_in(move || -> Result<Vec<u32>> {
+        let mut ids = [0u32; 64];
+        let mut opts = libbpf_rs::libbpf_sys::bpf_prog_query_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_prog_query_opts>() as _,
+            prog_ids: ids.as_mut_ptr(),
+            ..Default::default()
+        };
+        opts.__bindgen_anon_1.count = ids.len() as u32;
+        let target = i32::try_from(ifindex).context("ifindex out of range")?;
+        // SAFETY: `opts` is initialised with its own size; `prog_ids` points at `ids`,
+        // which outlives the call and holds the `count` entries announced to the kernel.
+        let rc =
+            unsafe { libbpf_rs::libbpf_sys::bpf_prog_query_opts(target, attach_type, &mut opts) };
+        if rc != 0 {
+            bail!(
+                "bpf_prog_query_opts(ifindex {ifindex}, type {attach_type}) failed: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        // SAFETY: the kernel wrote the number of programs into the union; both of its
+        // members are the same u32.
+        let count = unsafe { opts.__bindgen_anon_1.count } as usize;
+        Ok(ids[..count.min(ids.len())].to_vec())
+    })?
+}
+
+fn prog_names(ids: &[u32]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            libbpf_rs::query::ProgInfoIter::default()
+                .find(|p| p.id == *id)
+                .map(|p| p.name.to_string_lossy().into_owned())
+                .unwrap_or_else(|| format!("prog#{id}"))
+        })
+        .collect()
+}
+
+/// Everything attached to `ifname` in `ns`: tcx chains (bpf_prog_query), XDP (`ip -d
+/// link`) and legacy tc filters (`tc filter show`).
+pub fn attached(ns: &Netns, ifname: &str) -> Result<Attached> {
+    let index = ifindex(ns, ifname)?;
+    let ingress = tcx_prog_ids(ns, index, libbpf_rs::libbpf_sys::BPF_TCX_INGRESS)?;
+    let egress = tcx_prog_ids(ns, index, libbpf_rs::libbpf_sys::BPF_TCX_EGRESS)?;
+    let link: Value = serde_json::from_str(&ns.ip(&["-j", "-d", "link", "show", "dev", ifname])?)
+        .context("parsing `ip -j -d link show`")?;
+    let link = link.get(0).context("`ip -j -d link show` listed nothing")?;
+    let tc = |dir: &str| -> Result<String> {
+        Ok(ns
+            .run(&["tc", "filter", "show", "dev", ifname, dir])?
+            .trim()
+            .to_owned())
+    };
+    Ok(Attached {
+        tcx_ingress: prog_names(&ingress),
+        tcx_egress: prog_names(&egress),
+        xdp: link.get("xdp").is_some(),
+        tc_ingress: tc("ingress")?,
+        tc_egress: tc("egress")?,
+    })
+}
+
+/// Polls until nothing is attached to any of `ifnames` (the kernel may detach a dead
+/// process' links a little after it exited); errors with the last state after `timeout`.
+pub fn wait_nothing_attached(ns: &Netns, ifnames: &[&str], timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut left = Vec::new();
+        for ifname in ifnames {
+            let state = attached(ns, ifname)?;
+            if !state.nothing() {
+                left.push(format!("{ifname}: {state:?}"));
+            }
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "still attached {timeout:?} after the agent exited:\n{}",
+                left.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,261 @@
+//! The agent seen from outside, in one lab scenario: a real Prometheus scrapes it
+//! (`promtool check metrics`, PromQL, the alert rules loaded), every Grafana panel's query
+//! returns series, and the web dashboard works in headless Chromium.
+//!
+//! Scenario: two namespaces over a veth underlay (MTU 1500) joined by a wireguard-go
+//! tunnel whose MTU 1480 ignores WireGuard's 60-byte overhead (finding
+//! `mtu.tunnel_exceeds_underlay`), cubic iperf3 traffic through the tunnel, UDP to a closed
+//! port (kernel drops with a reason), the agent and Prometheus in namespace `a`.
+//!
+//! Prometheus, the HTTP queries and the browser must run in namespace `a`, where the agent
+//! listens on loopback: the test thread enters it once the lab is built (`setns` affects
+//! only the calling thread, and children inherit it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use netdoctor_lab::agent::Agent;
+use netdoctor_lab::grafana::{Dashboard, Substitutions};
+use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
+use netdoctor_lab::{ci, BgProcess, Iperf3Server, Netns, PairTopology, WgConfig, WgTunnel};
+
+const WG_MTU: u32 = 1480;
+const FINDING: &str = "mtu.tunnel_exceeds_underlay";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Chromium, Node and the dashboard's npm packages (installed by `.ci/setup`).
+fn require_browser_or_skip() -> bool {
+    let playwright = repo_root().join("dashboard/node_modules/playwright-core");
+    if !ci::on_path("chromium") || !ci::on_path("node") || !playwright.exists() {
+        return ci::skip(
+            "the dashboard test needs chromium, node and `npm ci --prefix dashboard` (run .ci/setup)",
+        );
+    }
+    true
+}
+
+fn enter(ns: &Netns) -> Result<()> {
+    let file = std::fs::File::open(ns.path())?;
+    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
+    Ok(())
+}
+
+/// Polls `check` until it returns Ok or `timeout` passes; the last error explains.
+fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Result<T>) -> Result<T> {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(v) => return Ok(v),
+            Err(e) if started.elapsed() >= timeout => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+struct Lab {
+    // Field order is drop order: traffic and tunnel before the namespaces.
+    traffic: BgProcess,
+    _server: Iperf3Server,
+    tunnel: WgTunnel,
+    pair: PairTopology,
+}
+
+fn lab() -> Result<Lab> {
+    let pair = PairTopology::new(1500)?;
+    let tunnel = WgTunnel::new(
+        &pair.a,
+        PairTopology::A_IP,
+        &pair.b,
+        PairTopology::B_IP,
+        &WgConfig {
+            mtu: WG_MTU,
+            ..WgConfig::default()
+        },
+    )?;
+    let server = Iperf3Server::start(&pair.b, 5201)?;
+    // Throttled so that the agent, Prometheus and Chromium get the CPU they need.
+    let traffic = pair.a.spawn(&[
+        "iperf3",
+        "-c",
+        tunnel.b.ip(),
+        "-t",
+        "300",
+        "-C",
+        "cubic",
+        "-b",
+        "30M",
+    ])?;
+    Ok(Lab {
+        traffic,
+        _server: server,
+        tunnel,
+        pair,
+    })
+}
+
+/// UDP datagrams to a closed port of `a`: the kernel drops them with a reason.
+fn provoke_drops(from: &Netns) -> Result<()> {
+    from.run(&[
+        "bash",
+        "-c",
+        &format!(
+            "for i in $(seq 20); do echo x > /dev/udp/{}/9; done",
+            PairTopology::A_IP
+        ),
+    ])?;
+    Ok(())
+}
+
+#[test]
+fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
+    if !ci::require_root_or_skip()
+        || !prometheus::require_prometheus_or_skip()
+        || !prometheus::require_promtool_or_skip()
+        || !require_browser_or_skip()
+    {
+        return Ok(());
+    }
+    let mut lab = lab()?;
+    let wg = lab.tunnel.a.ifname().to_owned();
+    let veth = PairTopology::IFNAME;
+    let agent = Agent::start(
+        &lab.pair.a,
+        &["--interval", "1s", "--probe-interval", "20s"],
+    )?;
+    provoke_drops(&lab.pair.b)?;
+
+    // The finding the lab provokes, through the API first.
+    eventually(Duration::from_secs(30), || {
+        let found = agent.get_json(&format!("/api/v1/findings?interface={wg}"))?;
+        let ids: Vec<&str> = found["items"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|f| f["id"].as_str()).collect())
+            .unwrap_or_default();
+        ensure!(ids.contains(&FINDING), "active findings on {wg}: {ids:?}");
+        Ok(())
+    })?;
+
+    let metrics = eventually(Duration::from_secs(20), || {
+        let m = agent.metrics()?;
+        ensure!(
+            m.contains(&format!(
+                "netdoctor_tcp_srtt_seconds_bucket{{interface=\"{wg}\",le=\"+Inf\"}}"
+            )),
+            "no srtt histogram with a +Inf bucket for {wg}"
+        );
+        Ok(m)
+    })?;
+    let complaints = prometheus::promtool_check_metrics(&metrics)?;
+    ensure!(
+        complaints.is_empty(),
+        "promtool check metrics: {complaints:#?}"
+    );
+
+    enter(&lab.pair.a)?;
+    let prom = Prometheus::start(&PrometheusConfig {
+        jobs: vec![ScrapeJob::new("netdoctor", &agent.addr().to_string())],
+        rule_files: vec![prometheus::rules_path()],
+        ..PrometheusConfig::default()
+    })?;
+    prom.wait_for_scrape("netdoctor", Duration::from_secs(20))?;
+
+    // PromQL sees what the lab built.
+    let mtu = prom.wait_for_series(
+        &format!("netdoctor_interface_mtu_bytes{{interface=\"{wg}\"}}"),
+        Duration::from_secs(20),
+    )?;
+    ensure!(
+        mtu.first().map(|s| s.value) == Some(f64::from(WG_MTU)),
+        "{mtu:?}"
+    );
+    let active = prom.wait_for_series(
+        &format!("netdoctor_finding_active{{id=\"{FINDING}\",interface=\"{wg}\"}}"),
+        Duration::from_secs(20),
+    )?;
+    ensure!(active.len() == 1, "{active:?}");
+    let cubic = prom.wait_for_series(
+        &format!("netdoctor_tcp_data_segments_total{{interface=\"{wg}\",cc=\"cubic\"}} > 0"),
+        Duration::from_secs(20),
+    )?;
+    ensure!(!cubic.is_empty());
+
+    // The alert rule for it is evaluated (pending: its `for` is longer than this test).
+    eventually(Duration::from_secs(30), || {
+        let alerts = prom.alerts()?;
+        ensure!(
+            alerts
+                .iter()
+                .any(|a| a.name() == "NetdoctorMTUMisconfigured"
+                    && a.labels.get("interface") == Some(&wg)),
+            "alerts: {alerts:#?}"
+        );
+        Ok(())
+    })?;
+
+    // Every Grafana panel's query returns at least one series.
+    let dashboard = Dashboard::load_default()?;
+    let subs = Substitutions {
+        interface: format!("{wg}|{veth}"),
+        rate_interval: Duration::from_secs(30),
+        interval: Duration::from_secs(5),
+        range: Duration::from_secs(300),
+    };
+    let queries = dashboard.queries(&subs)?;
+    ensure!(queries.len() >= 10, "only {} queries", queries.len());
+    eventually(Duration::from_secs(60), || {
+        provoke_drops(&lab.pair.b)?;
+        let mut empty = Vec::new();
+        for q in &queries {
+            if prom.query(&q.expr)?.is_empty() {
+                empty.push(format!("{}: {}", q.panel_title, q.expr));
+            }
+        }
+        ensure!(
+            empty.is_empty(),
+            "panels without series:\n  {}",
+            empty.join("\n  ")
+        );
+        Ok(())
+    })?;
+    println!("all {} Grafana queries return series", queries.len());
+
+    // The dashboard in a real browser.
+    let shots = repo_root().join("tests/artifacts/dashboard");
+    std::fs::create_dir_all(&shots)?;
+    let expect = serde_json::json!({
+        "mtus": { wg.as_str(): WG_MTU, veth: 1500 },
+        "finding": FINDING,
+        "cc": "cubic",
+        "interface": wg,
+    });
+    let out = Command::new("node")
+        .arg(repo_root().join("dashboard/tests/e2e.mjs"))
+        .arg("--url")
+        .arg(format!("http://{}/", agent.addr()))
+        .arg("--screenshots")
+        .arg(&shots)
+        .arg("--expect")
+        .arg(expect.to_string())
+        .output()
+        .context("running dashboard/tests/e2e.mjs")?;
+    if !out.status.success() {
+        bail!(
+            "dashboard e2e failed ({}):\n{}\n{}\nagent stderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            netdoctor_lab::agent::tail(&agent.stderr(), 3000)
+        );
+    }
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    ensure!(lab.traffic.is_running(), "iperf3 ended early");
+    Ok(())
+}

@@ -178,8 +178,25 @@ impl Agent {
         Ok(agent)
     }
 
+    /// Like [`Agent::start`], run through `wrapper` (e.g. `setpriv ... --`), which gets
+    /// the binary's path and arguments appended.
+    pub fn start_wrapped(ns: &Netns, wrapper: &[&str], args: &[&str]) -> Result<Agent> {
+        let mut agent = Self::spawn_inner(ns, wrapper, args, None)?;
+        agent.wait_ready(READY_TIMEOUT)?;
+        Ok(agent)
+    }
+
     /// Starts the agent like [`Agent::start_with_token`] without waiting for anything.
     pub fn spawn(ns: &Netns, args: &[&str], token: Option<&str>) -> Result<Agent> {
+        Self::spawn_inner(ns, &[], args, token)
+    }
+
+    fn spawn_inner(
+        ns: &Netns,
+        wrapper: &[&str],
+        args: &[&str],
+        token: Option<&str>,
+    ) -> Result<Agent> {
         let bin = netdoctor::binary()?;
         let mut argv: Vec<String> = vec!["agent".to_owned()];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
@@ -218,7 +235,15 @@ impl Agent {
         if !has_flag(args, "--interval") {
             argv.extend(["--interval".to_owned(), "1s".to_owned()]);
         }
-        let mut command = ns.command(&bin.to_string_lossy(), &argv);
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut all: Vec<String> = rest.iter().map(|a| (*a).to_owned()).collect();
+                all.push(bin.to_string_lossy().into_owned());
+                all.extend(argv.iter().cloned());
+                ns.command(program, &all)
+            }
+            None => ns.command(&bin.to_string_lossy(), &argv),
+        };
         // Settings of the environment running the tests must not leak into the agent.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("NETDOCTOR_") {

@@ -362,7 +362,10 @@ impl<'obj> Dataplane<'obj> {
     /// Entries in the flow table and its capacity.
     pub fn flow_table_fill(&self) -> (usize, usize) {
         let map = &self.skel.maps.flows;
-        (map.keys().count(), map.info().map_or(0, |i| i.info.max_entries as usize))
+        (
+            map.keys().count(),
+            map.info().map_or(0, |i| i.info.max_entries as usize),
+        )
     }
 
     /// Kernel statistics of the three programs: (name, run count, run time in ns). Zero
@@ -413,14 +416,21 @@ impl Snapshot {
                 .counters
                 .iter()
                 .map(|(i, c)| {
-                    let d = earlier.counters.get(i).map_or_else(|| c.clone(), |e| c.since(e));
+                    let d = earlier
+                        .counters
+                        .get(i)
+                        .map_or_else(|| c.clone(), |e| c.since(e));
                     (*i, d)
                 })
                 .collect(),
             flows: self
                 .flows
                 .iter()
-                .map(|f| before.get(&f.key()).map_or_else(|| f.clone(), |e| f.since(e)))
+                .map(|f| {
+                    before
+                        .get(&f.key())
+                        .map_or_else(|| f.clone(), |e| f.since(e))
+                })
                 .filter(|f| f.packets > 0)
                 .collect(),
         }

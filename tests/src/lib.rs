@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod attached;
 pub mod ci;
 pub mod cmd;
 pub mod grafana;
@@ -51,4 +52,4 @@ pub use stats::{interface_stats, IfStats};
 pub use topology::{LineConfig, LineTopology, PairTopology};
 pub use traffic::{Iperf3Opts, Iperf3Report, Iperf3Server, PingOpts, PingReport};
 pub use veth::{Veth, VethEnd};
-pub use wireguard::{WgConfig, WgInterface, WgTunnel};
+pub use wireguard::{wg_over_pair, WgConfig, WgInterface, WgTunnel};

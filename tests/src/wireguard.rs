@@ -321,6 +321,24 @@ impl WgTunnel {
     }
 }
 
+/// A [`PairTopology`] with `underlay_mtu` on its veth, joined by a [`WgTunnel`] of
+/// `wg_mtu` (other settings default). Keep the pair alive longer than the tunnel: declare
+/// it first, or destructure the tuple in order.
+pub fn wg_over_pair(underlay_mtu: u32, wg_mtu: u32) -> Result<(crate::PairTopology, WgTunnel)> {
+    let pair = crate::PairTopology::new(underlay_mtu)?;
+    let wg = WgTunnel::new(
+        &pair.a,
+        crate::PairTopology::A_IP,
+        &pair.b,
+        crate::PairTopology::B_IP,
+        &WgConfig {
+            mtu: wg_mtu,
+            ..WgConfig::default()
+        },
+    )?;
+    Ok((pair, wg))
+}
+
 fn endpoint(ip: &str, port: u16) -> String {
     if ip.contains(':') {
         format!("[{ip}]:{port}")

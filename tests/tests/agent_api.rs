@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::{self, Agent, Auth, Reply};
+use netdoctor_lab::attached;
 use netdoctor_lab::netdoctor;
-use netdoctor_lab::{
-    ci, traffic, Iperf3Opts, Iperf3Server, Netns, PairTopology, WgConfig, WgTunnel,
-};
+use netdoctor_lab::{ci, traffic, wg_over_pair, Iperf3Opts, Iperf3Server, Netns, PairTopology};
 use serde_json::Value;
 
 /// Underlay (veth) MTU of the API lab: not a default, so a right answer is no accident.
@@ -83,18 +82,7 @@ fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {
     if !lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
         return Ok(());
     }
-    let pair = PairTopology::new(UNDERLAY_MTU)?;
-    let config = WgConfig {
-        mtu: WG_MTU,
-        ..WgConfig::default()
-    };
-    let wg = WgTunnel::new(
-        &pair.a,
-        PairTopology::A_IP,
-        &pair.b,
-        PairTopology::B_IP,
-        &config,
-    )?;
+    let (pair, wg) = wg_over_pair(UNDERLAY_MTU, WG_MTU)?;
     let _server = Iperf3Server::start(&pair.b, 5201)?;
     let agent = Agent::start(&pair.a, &["--no-probe"])?;
     let wg_name = wg.a.ifname();
@@ -121,8 +109,8 @@ fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {
     );
 
     // Interfaces: both, with their real MTUs, kinds and indexes, watched, hooks attached.
-    let wg_index = agent::ifindex(&pair.a, wg_name)?;
-    let eth0_index = agent::ifindex(&pair.a, eth0)?;
+    let wg_index = attached::ifindex(&pair.a, wg_name)?;
+    let eth0_index = attached::ifindex(&pair.a, eth0)?;
     agent.poll(
         "/api/v1/interfaces",
         Duration::from_secs(5),
@@ -205,7 +193,7 @@ fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {
     );
 
     // The WireGuard underlay flow on the veth, recognised by its message shape.
-    let port = u64::from(config.listen_port);
+    let port = u64::from(wg.a.listen_port());
     let flows = agent.poll(
         &format!("/api/v1/flows?interface={eth0}&limit=1000"),
         SEEN,

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use ::netdoctor::store::{FindingQuery, SampleQuery, StateFilter, Store};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::{self, Agent, Reply};
+use netdoctor_lab::attached;
 use netdoctor_lab::{
-    ci, traffic, BgProcess, Netns, PairTopology, PingOpts, WgConfig, WgInterface, WgTunnel,
+    ci, traffic, wg_over_pair, BgProcess, Netns, PairTopology, PingOpts, WgInterface, WgTunnel,
 };
 use serde_json::Value;
 
@@ -57,19 +58,7 @@ fn listed<'a>(r: &'a Reply, name: &str) -> Option<&'a Value> {
 
 /// A pair joined by a veth of `UNDERLAY_MTU` and a wireguard-go tunnel of `wg_mtu`.
 fn mtu_lab(wg_mtu: u32) -> Result<(PairTopology, WgTunnel)> {
-    let pair = PairTopology::new(UNDERLAY_MTU)?;
-    let config = WgConfig {
-        mtu: wg_mtu,
-        ..WgConfig::default()
-    };
-    let wg = WgTunnel::new(
-        &pair.a,
-        PairTopology::A_IP,
-        &pair.b,
-        PairTopology::B_IP,
-        &config,
-    )?;
-    Ok((pair, wg))
+    wg_over_pair(UNDERLAY_MTU, wg_mtu)
 }
 
 /// Value of `netdoctor_finding_active` for (`id`, `interface`), if exported.
@@ -312,7 +301,7 @@ fn agent_follows_a_tunnel_that_disappears_and_comes_back() -> Result<()> {
     let ns = &pair.a;
     let name = wg.a.ifname().to_owned();
     let agent = Agent::start(ns, &["--no-probe"])?;
-    let old_index = agent::ifindex(ns, &name)?;
+    let old_index = attached::ifindex(ns, &name)?;
     agent.poll("/api/v1/interfaces", SETTLE, "the tunnel, watched", |r| {
         listed(r, &name)
             .filter(|i| i["watched"] == true && i["index"] == old_index && i["hooks"].is_object())
@@ -377,7 +366,7 @@ fn agent_follows_a_tunnel_that_disappears_and_comes_back() -> Result<()> {
     let _ = std::fs::remove_file(wg.a.socket_path());
     let _again = restart_wireguard(ns, &wg.a, &wg.b, PairTopology::B_IP, FITTING_MTU)?;
     let back_at = Instant::now();
-    let new_index = agent::ifindex(ns, &name)?;
+    let new_index = attached::ifindex(ns, &name)?;
     ensure!(
         new_index != old_index,
         "the new device reused index {old_index}"
@@ -512,7 +501,7 @@ fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() ->
 
     // While it runs, its programs are on both interfaces.
     for ifname in [eth0, name] {
-        let a = agent::attached(ns, ifname)?;
+        let a = attached::attached(ns, ifname)?;
         ensure!(
             !a.tcx_ingress.is_empty() && !a.tcx_egress.is_empty(),
             "agent running, but nothing in the tcx chains of {ifname}: {a:?}"
@@ -524,7 +513,7 @@ fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() ->
         !status.success() && status.code().is_none(),
         "the agent was not killed by SIGKILL: {status}"
     );
-    agent::wait_nothing_attached(ns, &["lo", eth0, name], Duration::from_secs(3))?;
+    attached::wait_nothing_attached(ns, &["lo", eth0, name], Duration::from_secs(3))?;
 
     // The database: intact, with what was written before the kill.
     let evaluations_at_kill;
@@ -607,7 +596,7 @@ fn agent_exits_cleanly_on_sigterm() -> Result<()> {
             .filter(|i| i["watched"] == true && i["hooks"].is_object())
             .map(drop)
     })?;
-    let running = agent::attached(ns, eth0)?;
+    let running = attached::attached(ns, eth0)?;
     ensure!(
         !running.tcx_ingress.is_empty() && !running.tcx_egress.is_empty(),
         "agent running, but nothing in the tcx chains of {eth0}: {running:?}"
@@ -626,7 +615,7 @@ fn agent_exits_cleanly_on_sigterm() -> Result<()> {
         took <= Duration::from_secs(5),
         "SIGTERM took {took:?} to stop the agent"
     );
-    agent::wait_nothing_attached(ns, &["lo", eth0], Duration::from_secs(3))?;
+    attached::wait_nothing_attached(ns, &["lo", eth0], Duration::from_secs(3))?;
     let store = open_store(&db)?;
     ensure!(store.integrity_check()? == "ok");
     Ok(())

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::agent::{self, Agent};
-use netdoctor_lab::{ci, PairTopology, WgConfig, WgTunnel};
+use netdoctor_lab::agent::Agent;
+use netdoctor_lab::attached;
+use netdoctor_lab::{ci, wg_over_pair};
 
 fn unit_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/netdoctor-agent.service")
@@ -32,17 +33,7 @@ fn the_units_capabilities_are_enough_for_the_agent() -> Result<()> {
         !caps.iter().any(|c| c == "CAP_SYS_ADMIN"),
         "the unit must not need CAP_SYS_ADMIN: {caps:?}"
     );
-    let pair = PairTopology::new(1500)?;
-    let tunnel = WgTunnel::new(
-        &pair.a,
-        PairTopology::A_IP,
-        &pair.b,
-        PairTopology::B_IP,
-        &WgConfig {
-            mtu: 1480,
-            ..WgConfig::default()
-        },
-    )?;
+    let (pair, tunnel) = wg_over_pair(1500, 1480)?;
     // Root, but with exactly the unit's bounding set: what systemd would give it.
     let set = format!(
         "-all,{}",
@@ -81,7 +72,7 @@ fn the_units_capabilities_are_enough_for_the_agent() -> Result<()> {
         "signals missing under the unit's capabilities: {ready}"
     );
     ensure!(
-        !agent::attached(&pair.a, &wg)?.tcx_ingress.is_empty(),
+        !attached::attached(&pair.a, &wg)?.tcx_ingress.is_empty(),
         "nothing attached to {wg}"
     );
     agent.poll(

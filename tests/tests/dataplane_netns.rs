@@ -7,9 +7,10 @@
 //! Build the binary first: `cargo build -p netdoctor`.
 
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
+use netdoctor_lab::attached::{attached, wait_nothing_attached, Attached};
 use netdoctor_lab::netdoctor::{self, Flow, Report, Watch};
 use netdoctor_lab::{
     ci, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
@@ -706,119 +707,6 @@ fn icmp_frag_needed_is_attributed_to_the_router() -> Result<()> {
 // 5. SIGKILL leaves nothing attached (links); netlink leftovers are swept.
 // ---------------------------------------------------------------------------
 
-/// What is attached to one interface, seen through every mechanism.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Attached {
-    /// Names of the programs in the tcx ingress / egress chains.
-    tcx_ingress: Vec<String>,
-    tcx_egress: Vec<String>,
-    /// `ip -d link` shows an XDP program.
-    xdp: bool,
-    /// `tc filter show dev IF ingress|egress` output (legacy cls_bpf).
-    tc_ingress: String,
-    tc_egress: String,
-}
-
-impl Attached {
-    fn nothing(&self) -> bool {
-        *self == Attached::default()
-    }
-
-    /// Netlink attachments (what a sweep removes).
-    fn netlink_leftovers(&self) -> usize {
-        usize::from(self.xdp)
-            + usize::from(!self.tc_ingress.is_empty())
-            + usize::from(!self.tc_egress.is_empty())
-    }
-}
-
-fn ifindex(ns: &Netns, ifname: &str) -> Result<u32> {
-    let json = ns.ip(&["-j", "link", "show", "dev", ifname])?;
-    let v: Value = serde_json::from_str(&json)?;
-    v.pointer("/0/ifindex")
-        .and_then(Value::as_u64)
-        .and_then(|i| u32::try_from(i).ok())
-        .with_context(|| format!("no ifindex in {json}"))
-}
-
-/// Program ids in the tcx chain `attach_type` of `ifindex`, queried from a
-/// thread inside `ns` (ifindexes are per namespace).
-fn tcx_prog_ids(ns: &Netns, ifindex: u32, attach_type: u32) -> Result<Vec<u32>> {
-    ns.run_in(move || -> Result<Vec<u32>> {
-        let mut ids = [0u32; 64];
-        let mut opts = libbpf_rs::libbpf_sys::bpf_prog_query_opts {
-            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_prog_query_opts>() as _,
-            prog_ids: ids.as_mut_ptr(),
-            ..Default::default()
-        };
-        opts.__bindgen_anon_1.count = ids.len() as u32;
-        let target = i32::try_from(ifindex).context("ifindex out of range")?;
-        // SAFETY: `opts` is initialised with its own size; `prog_ids` points
-        // at `ids`, which outlives the call and holds the `count` entries
-        // announced to the kernel.
-        let rc =
-            unsafe { libbpf_rs::libbpf_sys::bpf_prog_query_opts(target, attach_type, &mut opts) };
-        if rc != 0 {
-            bail!(
-                "bpf_prog_query_opts(ifindex {ifindex}, type {attach_type}) failed: {}",
-                std::io::Error::from_raw_os_error(-rc)
-            );
-        }
-        // SAFETY: the kernel wrote the number of programs into the union;
-        // both of its members are the same u32.
-        let count = unsafe { opts.__bindgen_anon_1.count } as usize;
-        Ok(ids[..count.min(ids.len())].to_vec())
-    })?
-}
-
-fn prog_names(ids: &[u32]) -> Vec<String> {
-    ids.iter()
-        .map(|id| {
-            libbpf_rs::query::ProgInfoIter::default()
-                .find(|p| p.id == *id)
-                .map(|p| p.name.to_string_lossy().into_owned())
-                .unwrap_or_else(|| format!("prog#{id}"))
-        })
-        .collect()
-}
-
-fn attached(ns: &Netns, ifname: &str) -> Result<Attached> {
-    let index = ifindex(ns, ifname)?;
-    let ingress = tcx_prog_ids(ns, index, libbpf_rs::libbpf_sys::BPF_TCX_INGRESS)?;
-    let egress = tcx_prog_ids(ns, index, libbpf_rs::libbpf_sys::BPF_TCX_EGRESS)?;
-    let link: Value = serde_json::from_str(&ns.ip(&["-j", "-d", "link", "show", "dev", ifname])?)?;
-    let link = link.get(0).context("`ip -j -d link show` listed nothing")?;
-    let tc = |dir: &str| -> Result<String> {
-        Ok(ns
-            .run(&["tc", "filter", "show", "dev", ifname, dir])?
-            .trim()
-            .to_owned())
-    };
-    Ok(Attached {
-        tcx_ingress: prog_names(&ingress),
-        tcx_egress: prog_names(&egress),
-        xdp: link.get("xdp").is_some(),
-        tc_ingress: tc("ingress")?,
-        tc_egress: tc("egress")?,
-    })
-}
-
-/// Polls until nothing is attached (detaching by the kernel may lag the
-/// process' exit a little); errors with the last state after 3 s.
-fn wait_nothing_attached(ns: &Netns, ifname: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let state = attached(ns, ifname)?;
-        if state.nothing() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!("still attached to {ifname} 3 s after netdoctor died: {state:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn kill9(watch: &mut Watch) -> Result<()> {
     let process = watch.process_mut();
     process.signal(Signal::SIGKILL)?;
@@ -853,7 +741,7 @@ fn sigkill_leaves_no_link_attachment() -> Result<()> {
         "while netdoctor runs"
     );
     kill9(&mut watch)?;
-    wait_nothing_attached(ns, ifname)?;
+    wait_nothing_attached(ns, &[ifname], Duration::from_secs(3))?;
 
     // XDP link + tcx egress.
     let mut watch = Watch::start(
@@ -871,7 +759,7 @@ fn sigkill_leaves_no_link_attachment() -> Result<()> {
         "while netdoctor runs with --ingress xdp"
     );
     kill9(&mut watch)?;
-    wait_nothing_attached(ns, ifname)?;
+    wait_nothing_attached(ns, &[ifname], Duration::from_secs(3))?;
     Ok(())
 }
 

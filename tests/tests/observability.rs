@@ -19,7 +19,7 @@ use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::grafana::{Dashboard, Substitutions};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
-use netdoctor_lab::{ci, BgProcess, Iperf3Server, Netns, PairTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{ci, wg_over_pair, BgProcess, Iperf3Server, Netns, PairTopology, WgTunnel};
 
 const WG_MTU: u32 = 1480;
 const FINDING: &str = "mtu.tunnel_exceeds_underlay";
@@ -69,17 +69,7 @@ struct Lab {
 }
 
 fn lab() -> Result<Lab> {
-    let pair = PairTopology::new(1500)?;
-    let tunnel = WgTunnel::new(
-        &pair.a,
-        PairTopology::A_IP,
-        &pair.b,
-        PairTopology::B_IP,
-        &WgConfig {
-            mtu: WG_MTU,
-            ..WgConfig::default()
-        },
-    )?;
+    let (pair, tunnel) = wg_over_pair(1500, WG_MTU)?;
     let server = Iperf3Server::start(&pair.b, 5201)?;
     // Throttled so that the agent, Prometheus and Chromium get the CPU they need.
     let traffic = pair.a.spawn(&[

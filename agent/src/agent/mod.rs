@@ -30,20 +30,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
-    let rules = match &config.rules {
-        Some(dir) => RuleSet::with_user_dir(dir),
-        None => RuleSet::builtin(),
-    }
-    .map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid rules:\n  {}",
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        )
-    })?;
+    let rules = RuleSet::load(config.rules.as_deref())?;
     let store = Store::open(
         &config.database,
         Retention {

@@ -19,9 +19,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// Rejects oversized query strings and, when a token is configured, requests without it.
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.uri().query().is_some_and(|q| q.len() > MAX_QUERY_LEN) {
-        return ApiError::bad("query", format!("query string longer than {MAX_QUERY_LEN} bytes"))
-            .into_response();
+    if request
+        .uri()
+        .query()
+        .is_some_and(|q| q.len() > MAX_QUERY_LEN)
+    {
+        return ApiError::bad(
+            "query",
+            format!("query string longer than {MAX_QUERY_LEN} bytes"),
+        )
+        .into_response();
     }
     if let Some(token) = &state.shared.config.token {
         let given = request

@@ -18,7 +18,10 @@ struct Assets;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(|| async { serve("index.html") }))
-        .route("/{*path}", get(|Path(path): Path<String>| async move { serve(&path) }))
+        .route(
+            "/{*path}",
+            get(|Path(path): Path<String>| async move { serve(&path) }),
+        )
 }
 
 /// Whether `path` is one of the embedded files (served without a token: they hold no

@@ -38,7 +38,12 @@ async fn run(
         Some(d) => humantime::parse_duration(&d)
             .ok()
             .filter(|d| (Duration::from_secs(1)..=Duration::from_secs(60)).contains(d))
-            .ok_or_else(|| ApiError::bad("duration", format!("expected 1s to 60s, e.g. 5s; got {d:?}")))?,
+            .ok_or_else(|| {
+                ApiError::bad(
+                    "duration",
+                    format!("expected 1s to 60s, e.g. 5s; got {d:?}"),
+                )
+            })?,
     };
     let probe = p.flag("probe", true)?;
     if crate::iface::by_name(&iface).await.is_err() {

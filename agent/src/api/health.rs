@@ -44,7 +44,10 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         .render()
         .map_err(|e| ApiError::Internal(format!("metrics: {e}")))?;
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     )
         .into_response())

@@ -36,7 +36,10 @@ async fn findings(
     State(state): State<AppState>,
     Query(raw): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["interface", "state", "since", "until", "limit", "offset"])?;
+    let p = Params::new(
+        raw,
+        &["interface", "state", "since", "until", "limit", "offset"],
+    )?;
     let (limit, offset) = p.page()?;
     let (since_ms, until_ms) = range(&p)?;
     let state_filter = match p.text("state").as_deref() {

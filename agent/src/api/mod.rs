@@ -47,7 +47,10 @@ pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
         .route("/metrics", get(health::metrics))
         .route("/readyz", get(health::readyz))
         .merge(dashboard::router())
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
         // /healthz answers even without a token: liveness probes carry none.
         .route("/healthz", get(health::healthz))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(1024))

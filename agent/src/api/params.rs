@@ -22,11 +22,17 @@ impl Params {
             if !allowed.contains(&k.as_str()) {
                 return Err(ApiError::bad(
                     k,
-                    format!("unknown parameter; this endpoint takes: {}", allowed.join(", ")),
+                    format!(
+                        "unknown parameter; this endpoint takes: {}",
+                        allowed.join(", ")
+                    ),
                 ));
             }
             if v.len() > MAX_VALUE_LEN {
-                return Err(ApiError::bad(k, format!("longer than {MAX_VALUE_LEN} characters")));
+                return Err(ApiError::bad(
+                    k,
+                    format!("longer than {MAX_VALUE_LEN} characters"),
+                ));
             }
         }
         Ok(Params(raw))
@@ -45,7 +51,12 @@ impl Params {
                 .parse::<i64>()
                 .ok()
                 .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| ApiError::bad(name, format!("expected an integer from {min} to {max}, got {v:?}"))),
+                .ok_or_else(|| {
+                    ApiError::bad(
+                        name,
+                        format!("expected an integer from {min} to {max}, got {v:?}"),
+                    )
+                }),
         }
     }
 
@@ -58,7 +69,10 @@ impl Params {
                     .ok()
                     .filter(|n| (0..=253_402_300_799_000).contains(n))
                     .ok_or_else(|| {
-                        ApiError::bad(name, format!("expected milliseconds since the UNIX epoch, got {v:?}"))
+                        ApiError::bad(
+                            name,
+                            format!("expected milliseconds since the UNIX epoch, got {v:?}"),
+                        )
                     })
             })
             .transpose()
@@ -77,7 +91,10 @@ impl Params {
             None => Ok(default),
             Some("true" | "1") => Ok(true),
             Some("false" | "0") => Ok(false),
-            Some(v) => Err(ApiError::bad(name, format!("expected true or false, got {v:?}"))),
+            Some(v) => Err(ApiError::bad(
+                name,
+                format!("expected true or false, got {v:?}"),
+            )),
         }
     }
 }

@@ -73,20 +73,7 @@ pub async fn diagnose(
     opts: &DiagnoseOptions,
     progress: &dyn Progress,
 ) -> anyhow::Result<Report> {
-    let rules = match &opts.rules_dir {
-        Some(dir) => RuleSet::with_user_dir(dir),
-        None => RuleSet::builtin(),
-    }
-    .map_err(|errors| {
-        anyhow::anyhow!(
-            "invalid rules:\n  {}",
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        )
-    })?;
+    let rules = RuleSet::load(opts.rules_dir.as_deref())?;
 
     let all = iface::list().await?;
     let me = all

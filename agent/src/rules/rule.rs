@@ -223,6 +223,25 @@ impl RuleSet {
         Ok(set)
     }
 
+    /// The built-in rules plus, when given, those of `dir`, with every error in one
+    /// message: what `diagnose` and the agent start from.
+    pub fn load(dir: Option<&Path>) -> anyhow::Result<Self> {
+        match dir {
+            Some(dir) => Self::with_user_dir(dir),
+            None => Self::builtin(),
+        }
+        .map_err(|errors| {
+            anyhow::anyhow!(
+                "invalid rules:\n  {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            )
+        })
+    }
+
     /// Every `*.toml` in `dir` (not recursive), all errors at once.
     pub fn load_dir(dir: &Path) -> Result<Self, Vec<RuleError>> {
         let entries = std::fs::read_dir(dir).map_err(|e| {

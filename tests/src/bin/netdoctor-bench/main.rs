@@ -40,12 +40,32 @@
 //! programs are identified by the ids the netdoctor process holds (`/proc/PID/fdinfo`),
 //! kept open so that the end-of-window snapshot can still be read after netdoctor exits.
 //!
+//! The `agent` section (on by default; `--configs agent` alone runs only it) measures the
+//! always-on `netdoctor agent` as a process: it runs in the watched namespace (`--interval
+//! 10s --no-probe`, a temporary database, the API on that namespace's loopback) and watches
+//! its veth end. Idle: no traffic for `--agent-idle` seconds; CPU is Δ(utime + stime) of
+//! `/proc/PID/stat` over the window, as % of one core; memory is VmRSS and the peak VmHWM of
+//! `/proc/PID/status`. Every window runs from the middle of one evaluation interval to the
+//! middle of another, so that it holds whole evaluations (evaluations run every 10 s from
+//! the agent's start; `/readyz` turns 200 when the first one ends). Load: per round, an
+//! iperf3 run with nothing attached (baseline), then a fresh agent and the same iperf3 run
+//! with it watching, CPU measured from the start of the run to the middle of the interval
+//! after it (so it includes the evaluation of that traffic); each agent is stopped with
+//! SIGTERM and must exit 0 and leave nothing attached. The agent's own `/metrics` gives
+//! the evaluation time (`netdoctor_evaluation_duration_seconds` sum/count) and the number
+//! of series it exposes; scrapes happen between windows, never inside one. BPF statistics
+//! are off in this section (they would slow the agent's programs down).
+//!
 //! Statistics are switched on with `BPF_ENABLE_STATS` (the mechanism behind
 //! `kernel.bpf_stats_enabled`): the kernel switches them off again when the benchmark's
 //! descriptor closes, even if it is killed, and the sysctl itself is never written.
 //!
 //! Run as root: `bash .ci/bench [--duration 5] [--rounds 3] [--json] ...`; `--help` lists
 //! the options. Text goes to stdout, progress to stderr; `--json` prints one JSON document.
+
+mod agent;
+
+use agent::{run_agent, AgentBench};
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -94,6 +114,11 @@ const IPERF_PORT: u16 = 5201;
 const WATCHING: &str = "netdoctor: watching";
 /// The --configs entry selecting the tracing-program section.
 const TRACING: &str = "tracing";
+/// The --configs entry selecting the agent section.
+const AGENT: &str = "agent";
+/// Agent targets (issue 5): resident memory and idle CPU.
+const TARGET_AGENT_RSS_MB: f64 = 20.0;
+const TARGET_AGENT_IDLE_CPU_PERCENT: f64 = 0.5;
 
 /// Set by SIGINT/SIGTERM: stop after the current run and clean up.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -148,7 +173,7 @@ impl Config {
             .into_iter()
             .find(|c| c.name() == s)
             .with_context(|| {
-                format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native, tracing)")
+                format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native, tracing, agent)")
             })
     }
 
@@ -206,12 +231,16 @@ struct Args {
     json: bool,
     netdoctor: PathBuf,
     side: Side,
-    /// Packet configurations (the `tracing` entry of --configs is `tracing`).
+    /// Packet configurations (the `tracing` and `agent` entries of --configs are the
+    /// booleans below).
     configs: Vec<Config>,
     /// Measure the tracing programs (`tracing` in --configs).
     tracing: bool,
     tracing_duration: u32,
     tracing_loss: u8,
+    /// Measure the agent process (`agent` in --configs).
+    agent: bool,
+    agent_idle: u32,
 }
 
 const USAGE: &str = "\
@@ -226,11 +255,14 @@ OPTIONS:
   --parallel-duration SECS  iperf3 time of that run (default 3)
   --side receiver|sender    end netdoctor watches: b/eth0 (receiver, default: ingress sees
                             the data, so XDP handles GSO super-packets) or a/eth0 (sender)
-  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native,tracing
+  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native,tracing,agent
                             (default all); tracing = per-event cost of the socket probes
-                            (netdoctor flows) and the kfree_skb program (netdoctor drops)
+                            (netdoctor flows) and the kfree_skb program (netdoctor drops);
+                            agent = RSS and CPU of `netdoctor agent`, idle and under iperf3
+                            (--rounds runs of --duration s against baselines; ~2.5 min)
   --tracing-duration SECS   load window per tracing command (default 6; plus 2 s idle each)
   --tracing-loss PCT        random loss on the receiver's ingress during it (default 3)
+  --agent-idle SECS         the agent's idle window (default 30: three evaluations)
   --netdoctor PATH          netdoctor binary (default: next to this binary)
   --json                    print one JSON document instead of the text report
   -h, --help                this text
@@ -253,6 +285,8 @@ fn parse_args() -> Result<Option<Args>> {
         tracing: true,
         tracing_duration: 6,
         tracing_loss: 3,
+        agent: true,
+        agent_idle: 30,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -292,9 +326,10 @@ fn parse_args() -> Result<Option<Args>> {
                 let list = value()?;
                 let items: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
                 args.tracing = items.contains(&TRACING);
+                args.agent = items.contains(&AGENT);
                 args.configs = items
                     .into_iter()
-                    .filter(|s| *s != TRACING)
+                    .filter(|s| *s != TRACING && *s != AGENT)
                     .map(Config::parse)
                     .collect::<Result<_>>()?;
             }
@@ -305,6 +340,7 @@ fn parse_args() -> Result<Option<Args>> {
                     .filter(|p| *p <= 100)
                     .context("--tracing-loss must be a percentage (0-100)")?;
             }
+            "--agent-idle" => args.agent_idle = number(value()?)?,
             other => bail!("unknown argument {other:?}; see --help"),
         }
     }
@@ -314,8 +350,9 @@ fn parse_args() -> Result<Option<Args>> {
         args.tracing_duration >= 1,
         "--tracing-duration must be at least 1 s"
     );
+    ensure!(args.agent_idle >= 1, "--agent-idle must be at least 1 s");
     ensure!(
-        args.tracing || !args.configs.is_empty(),
+        args.tracing || args.agent || !args.configs.is_empty(),
         "--configs selects nothing to measure"
     );
     ensure!(
@@ -2081,6 +2118,7 @@ struct Report<'a> {
     cc: String,
     runs: Vec<Run>,
     tracing: Option<Tracing>,
+    agent: Option<AgentBench>,
 }
 
 impl Report<'_> {
@@ -2112,10 +2150,12 @@ impl Report<'_> {
             println!("         other processes compete with iperf3 and evict caches; expect noisy figures");
         }
         println!("watched: {}", side_text(a.side));
-        println!(
-            "stats:   BPF_ENABLE_STATS held for the whole benchmark (kernel.bpf_stats_enabled was {} and is not written)",
-            m.bpf_stats_sysctl
-        );
+        if !self.runs.is_empty() || self.tracing.is_some() {
+            println!(
+                "stats:   BPF_ENABLE_STATS held for the packet and tracing sections, released before the agent's (kernel.bpf_stats_enabled was {} and is not written)",
+                m.bpf_stats_sysctl
+            );
+        }
         if !self.runs.is_empty() {
             self.print_packet_text();
         }
@@ -2124,6 +2164,12 @@ impl Report<'_> {
                 println!();
             }
             t.print_text(a.side, packet_floor(&self.runs));
+        }
+        if let Some(agent) = &self.agent {
+            if !self.runs.is_empty() || self.tracing.is_some() {
+                println!();
+            }
+            agent.print_text(a.side);
         }
     }
 
@@ -2332,11 +2378,11 @@ impl Report<'_> {
                 "congestion_control": self.cc,
                 "duration_s": a.duration,
                 "rounds": a.rounds,
-                "configs": a.configs.iter().map(|c| c.name()).chain(a.tracing.then_some(TRACING)).collect::<Vec<_>>(),
+                "configs": a.configs.iter().map(|c| c.name()).chain(a.tracing.then_some(TRACING)).chain(a.agent.then_some(AGENT)).collect::<Vec<_>>(),
                 "parallel": a.parallel,
                 "parallel_duration_s": a.parallel_duration,
                 "watched": format!("{}/eth0 ({})", if a.side == Side::Receiver { "b" } else { "a" }, a.side.name()),
-                "bpf_stats": "BPF_ENABLE_STATS descriptor held during the benchmark",
+                "bpf_stats": "BPF_ENABLE_STATS descriptor held during the packet and tracing sections (not the agent section)",
                 "bpf_stats_enabled_sysctl": m.bpf_stats_sysctl,
                 "floor": "tc: empty programs behind netdoctor's on the same tcx hooks in the same runs; xdp: separate runs of the same configuration with empty programs",
             },
@@ -2345,6 +2391,7 @@ impl Report<'_> {
             "programs": programs,
             "runs": runs,
             "tracing": self.tracing.as_ref().map(|t| t.json(a.side, packet_floor(&self.runs))),
+            "agent": self.agent.as_ref().map(|g| g.json(a.side)),
         })
     }
 }
@@ -2399,6 +2446,9 @@ fn run(args: &Args) -> Result<ExitCode> {
     if args.tracing {
         tools.push("nft");
     }
+    if args.agent {
+        tools.push("getconf");
+    }
     if !(ci::require_bpf_or_skip() && ci::require_tools_or_skip(&tools)) {
         return Ok(ExitCode::from(2));
     }
@@ -2418,7 +2468,13 @@ fn run(args: &Args) -> Result<ExitCode> {
 
     let mut storage = MaybeUninit::uninit();
     let floor = Floor::load(&mut storage)?;
-    let _stats = StatsGuard::enable()?;
+    // Only the packet and tracing sections read BPF statistics; the agent's is measured
+    // without them (they slow every program run down).
+    let stats = if args.tracing || !args.configs.is_empty() {
+        Some(StatsGuard::enable()?)
+    } else {
+        None
+    };
     let lab = Lab::new(args.side)?;
 
     eprintln!("netdoctor-bench: warm-up run");
@@ -2445,6 +2501,18 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         None
     };
+    drop(stats);
+    let agent = if args.agent {
+        let started = Instant::now();
+        let a = run_agent(&lab, &netdoctor, args).context("agent section")?;
+        eprintln!(
+            "netdoctor-bench: agent section took {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Some(a)
+    } else {
+        None
+    };
     drop(lab);
     machine.loadavg_end = loadavg();
 
@@ -2454,6 +2522,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         cc,
         runs,
         tracing,
+        agent,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);

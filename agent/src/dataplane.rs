@@ -359,13 +359,13 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
-    /// Entries in the flow table and its capacity.
-    pub fn flow_table_fill(&self) -> (usize, usize) {
-        let map = &self.skel.maps.flows;
-        (
-            map.keys().count(),
-            map.info().map_or(0, |i| i.info.max_entries as usize),
-        )
+    /// Capacity of the flow table (entries).
+    pub fn flow_table_capacity(&self) -> usize {
+        self.skel
+            .maps
+            .flows
+            .info()
+            .map_or(0, |i| i.info.max_entries as usize)
     }
 
     /// Kernel statistics of the three programs: (name, run count, run time in ns). Zero

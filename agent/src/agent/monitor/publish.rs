@@ -30,7 +30,8 @@ impl Monitor<'_> {
             .map(|w| (w.iface.index, w.iface.name.clone()))
             .collect();
         let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
-        let (fill, capacity) = self.dp.flow_table_fill();
+        // The snapshot already holds every flow: its length is the table's fill.
+        let (fill, capacity) = (dp_now.flows.len(), self.dp.flow_table_capacity());
         let program_stats = self.dp.program_stats();
 
         let mut view = self.shared.view_mut();

@@ -39,6 +39,12 @@ fn address(a: &RouteAddress) -> Option<IpAddr> {
 
 /// Resolves the route toward `target` in the caller's network namespace.
 pub async fn get(target: IpAddr) -> Result<Route> {
+    get_among(target, &crate::iface::list().await?).await
+}
+
+/// Like [`get`], with the namespace's interfaces already listed (`links`), for callers that
+/// resolve several routes at once.
+pub async fn get_among(target: IpAddr, links: &[crate::iface::Interface]) -> Result<Route> {
     let (conn, handle, _) =
         rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
     let task = tokio::spawn(conn);
@@ -76,10 +82,10 @@ pub async fn get(target: IpAddr) -> Result<Route> {
             _ => {}
         }
     }
-    let dev = crate::iface::list()
-        .await?
-        .into_iter()
+    let dev = links
+        .iter()
         .find(|i| i.index == ifindex)
+        .cloned()
         .ok_or_else(|| {
             Error::Netlink(format!(
                 "route to {target} uses unknown interface {ifindex}"

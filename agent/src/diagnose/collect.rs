@@ -51,7 +51,7 @@ pub async fn underlay(tun: &Tunnel, details: &LinkDetails, all: &[Interface]) ->
     }
     let mut u = Underlay::default();
     for ep in &tun.endpoints {
-        if let Ok(route) = crate::route::get(ep.ip().to_canonical()).await {
+        if let Ok(route) = crate::route::get_among(ep.ip().to_canonical(), all).await {
             u.route_mtu = Some(u.route_mtu.map_or(route.mtu, |m: u32| m.min(route.mtu)));
             if u.iface.is_none() {
                 u.iface = all.iter().find(|i| i.index == route.ifindex).cloned();

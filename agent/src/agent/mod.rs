@@ -1,7 +1,7 @@
-//! `netdoctor agent`: the always-on daemon. A monitor owns the BPF programs and evaluates
-//! every watched interface each interval (the same collectors and rules as `diagnose`);
-//! the HTTP server ([`crate::api`]) answers from what the monitor published and from the
-//! SQLite history ([`crate::store`]).
+//! `netdoctor agent`: the always-on daemon. A monitor, on a thread of its own, owns the BPF
+//! programs and evaluates every watched interface each interval (the same collectors and
+//! rules as `diagnose`); the HTTP server ([`crate::api`]) answers from what the monitor
+//! published and from the SQLite history ([`crate::store`]).
 //!
 //! Data flows one way: kernel → monitor → [`state::View`] and the store → API, metrics
 //! and dashboard.
@@ -44,38 +44,10 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", config.listen))?;
 
-    let mut dp_storage = MaybeUninit::uninit();
-    let dp = Dataplane::load(&mut dp_storage, dataplane)?;
-    let mut notes = Vec::new();
-    let mut sock_storage = MaybeUninit::uninit();
-    let sockets = match SocketProbes::load(&mut sock_storage) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            notes.push(format!("socket telemetry unavailable: {e}"));
-            None
-        }
-    };
-    let mut drop_storage = MaybeUninit::uninit();
-    let drops = match DropProbe::load(&mut drop_storage) {
-        Ok(Some(d)) => Some(d),
-        Ok(None) => {
-            notes.push("this kernel has no kfree_skb BTF tracepoint: no drop reasons".into());
-            None
-        }
-        Err(e) => {
-            notes.push(format!("drop reasons unavailable: {e}"));
-            None
-        }
-    };
-    for n in &notes {
-        tracing::warn!("{n}");
-    }
-
     let listen = config.listen;
     let shared = Arc::new(Shared::new(config, Arc::new(store))?);
-    shared.view_mut().health.notes = notes;
-    let monitor = monitor::Monitor::new(shared.clone(), rules, dp, sockets, drops)?;
     let (stop_tx, stop_rx) = watch::channel(false);
+    let monitor = spawn_monitor(shared.clone(), rules, dataplane, stop_rx.clone()).await?;
 
     let app = crate::api::router(shared.clone())?;
     let mut server_stop = stop_rx.clone();
@@ -107,11 +79,94 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
         tracing::info!("{reason}: shutting down");
         let _ = stop_tx.send(true);
     };
-    let (monitored, served, ()) = tokio::join!(monitor.run(stop_rx), server, signals);
+    let (served, ()) = tokio::join!(server, signals);
+    // The monitor detaches everything as it returns.
+    let monitored = tokio::task::spawn_blocking(move || monitor.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the monitor thread panicked"))?;
     monitored?;
     served.map_err(|e| anyhow::anyhow!("HTTP server: {e}"))?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the programs and runs the monitor on a thread of its own: the programs stay on
+/// the thread that loaded them, and reading large maps never delays an API answer. Returns
+/// once everything is loaded (or with the reason it could not be).
+async fn spawn_monitor(
+    shared: Arc<Shared>,
+    rules: RuleSet,
+    dataplane: Options,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+    let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
+    let thread = std::thread::Builder::new().name("monitor".into()).spawn(
+        move || -> anyhow::Result<()> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let mut dp_storage = MaybeUninit::uninit();
+                let mut sock_storage = MaybeUninit::uninit();
+                let mut drop_storage = MaybeUninit::uninit();
+                let loaded = (|| {
+                    let dp = Dataplane::load(&mut dp_storage, dataplane)?;
+                    let (sockets, drops, notes) = load_probes(&mut sock_storage, &mut drop_storage);
+                    shared.view_mut().health.notes = notes;
+                    monitor::Monitor::new(shared.clone(), rules, dp, sockets, drops)
+                })();
+                match loaded {
+                    Ok(monitor) => {
+                        let _ = loaded_tx.send(Ok(()));
+                        monitor.run(stop).await
+                    }
+                    Err(e) => {
+                        let _ = loaded_tx.send(Err(e));
+                        Ok(())
+                    }
+                }
+            })
+        },
+    )?;
+    loaded_rx
+        .await
+        .map_err(|_| anyhow::anyhow!("the monitor thread ended while loading"))??;
+    Ok(thread)
+}
+
+/// The socket and drop probes, each optional: what is missing becomes a note (logged, and
+/// shown by `/readyz`).
+fn load_probes<'obj>(
+    sock_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    drop_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+) -> (
+    Option<SocketProbes<'obj>>,
+    Option<DropProbe<'obj>>,
+    Vec<String>,
+) {
+    let mut notes = Vec::new();
+    let sockets = match SocketProbes::load(sock_storage) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            notes.push(format!("socket telemetry unavailable: {e}"));
+            None
+        }
+    };
+    let drops = match DropProbe::load(drop_storage) {
+        Ok(Some(d)) => Some(d),
+        Ok(None) => {
+            notes.push("this kernel has no kfree_skb BTF tracepoint: no drop reasons".into());
+            None
+        }
+        Err(e) => {
+            notes.push(format!("drop reasons unavailable: {e}"));
+            None
+        }
+    };
+    for n in &notes {
+        tracing::warn!("{n}");
+    }
+    (sockets, drops, notes)
 }
 
 /// Waits for SIGTERM or SIGINT and names it.

@@ -61,15 +61,35 @@ struct {
 	__type(value, struct nd_iface_stats);
 } iface_stats SEC(".maps");
 
+/* Slot + 1 of a large ifindex (0: not watched). A function of its own so that the lookup in
+ * iface_lookup keeps a constant map: the verifier inlines an array lookup into a few
+ * instructions only when a call site always sees the same map. One call site for both maps
+ * (which is what clang makes of `cond ? lookup(&a, k) : lookup(&b, k)`) is a real helper call
+ * dispatched through the map's ops, an indirect call (a retpoline here): measured ~65 ns per
+ * packet under iperf3, a fifth of the whole program. */
+static __noinline __u32 iface_slot_big_of(__u32 ifindex)
+{
+	__u32 *slot = bpf_map_lookup_elem(&iface_slot_big, &ifindex);
+
+	return slot ? *slot : 0;
+}
+
 /* Counters of a watched interface, or NULL. */
 static __always_inline struct nd_iface_stats *iface_lookup(__u32 ifindex)
 {
-	__u32 *slot = ifindex < ND_SLOT_ARRAY_IFINDEX ? bpf_map_lookup_elem(&iface_slot, &ifindex)
-						      : bpf_map_lookup_elem(&iface_slot_big, &ifindex);
+	__u32 slot = 0;
 
-	if (!slot || !*slot)
+	if (ifindex < ND_SLOT_ARRAY_IFINDEX) {
+		__u32 *s = bpf_map_lookup_elem(&iface_slot, &ifindex);
+
+		if (s)
+			slot = *s;
+	} else {
+		slot = iface_slot_big_of(ifindex);
+	}
+	if (!slot)
 		return NULL;
-	__u32 idx = *slot - 1;
+	__u32 idx = slot - 1;
 
 	return bpf_map_lookup_elem(&iface_stats, &idx);
 }
@@ -419,73 +439,443 @@ static __always_inline void l4_parse(void *data, void *data_end, const struct nd
 ND_DEFINE_STAGES(xdp, struct xdp_md)
 ND_DEFINE_STAGES(skb, struct __sk_buff)
 
-/* Passive retransmission detection from sequence numbers: data starting before the highest
- * sequence already seen was sent before (or arrived out of order). Works on traffic a
- * gateway only forwards, where no socket exists to ask. Races between CPUs on one flow can
- * miss a count; they never invent one for in-order traffic. */
-static __always_inline void track_seq(struct nd_flow_stats *fs, const struct nd_l4 *l4,
-				      __u32 segs)
-{
-	if (!l4->payload)
-		return;
-	__u32 end = l4->seq + l4->payload;
+/*
+ * Flow records.
+ *
+ * A flow's figures live in two places whose sum is the flow's total: the `flows` LRU table
+ * and a per-CPU cache of recently seen flows in front of it. Looking a 44-byte key up in
+ * the table (hashing, bucket walk, LRU bookkeeping, atomic adds on an entry other CPUs
+ * also write) was most of the data plane's cost; a cache hit is an array lookup, a key
+ * comparison and plain additions to memory only this CPU writes.
+ *
+ * - Cache slot: the index comes from a hash of the key (XDP has no skb->hash, and a
+ *   flow's skb->hash can change, e.g. when TCP rethinks its txhash); each CPU has its own
+ *   ND_FLOW_CACHE_SLOTS slots. A slot holds the key and what the flow carried on this CPU
+ *   since the CPU took the slot for it.
+ * - Miss: a slot idle for ND_SLOT_IDLE_J jiffies (or empty) is retired - its counts are
+ *   added to the flow's table entry - and taken for the new flow. A slot still busy with
+ *   another flow is left alone and the packet is counted in the table directly, as without
+ *   the cache: two flows that collide cost what the table costs, never a retirement per
+ *   packet.
+ * - The table entry of a cached flow exists from the moment a slot takes it (first seen,
+ *   the SYN's MSS, the entry count) and is looked up every ND_TOUCH_J jiffies, so the LRU
+ *   does not evict busy flows whose packets all hit the cache.
+ * - Time: a slot reads the (coarse, tick-granular) clock only when jiffies moved since its
+ *   last packet.
+ * - The agent reads the table and the slots and adds them up (dataplane.rs); the slots'
+ *   sequence lock tells it when a retirement raced with its read.
+ */
 
-	if (!fs->seq_valid) {
-		fs->seq_high = end;
-		fs->seq_valid = 1;
-		return;
+/* Jiffies without a packet after which a slot may be given to another flow. */
+#define ND_SLOT_IDLE_J 4
+/* Jiffies without a data segment after which a sequence entry may be handed over. */
+#define ND_SEQ_IDLE_J 4
+/* A cached flow looks its table entry up once in this many jiffies (LRU recency). */
+#define ND_TOUCH_J 256
+
+/* CPU c owns slots [c * ND_FLOW_CACHE_SLOTS, (c + 1) * ND_FLOW_CACHE_SLOTS); the agent
+ * sets max_entries to (possible CPUs) x ND_FLOW_CACHE_SLOTS before load (a CPU without
+ * slots would count in the table). A plain array partitioned by CPU rather than a per-CPU
+ * array because BPF_F_MMAPABLE makes it start on a page, so every 128-byte slot is two
+ * whole cache lines (array values otherwise start 56 bytes into a line; per-CPU values
+ * are 8-byte aligned), and lets the agent map it and read every slot without a system
+ * call. Only the owning CPU writes a slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ND_FLOW_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct nd_flow_slot);
+} flow_cache SEC(".maps");
+
+/* TCP sequence state shared by all CPUs (see nd_seq_slow); mappable for the page alignment
+ * only: one cache line per entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ND_SEQ_SLOTS);
+	__type(key, __u32);
+	__type(value, struct nd_seq_slot);
+} flow_seq SEC(".maps");
+
+_Static_assert(sizeof(struct nd_flow_slot) == 128, "a slot is two cache lines");
+_Static_assert(sizeof(struct nd_seq_slot) == 64, "a sequence entry is one cache line");
+_Static_assert(sizeof(struct nd_flow_key) == 44, "flow_hash and key_eq read 11 words");
+
+/* What the flow record needs of one packet; global functions take it by pointer. */
+struct nd_pkt {
+	struct nd_flow_key key;
+	__u32 len;
+	__u32 segs;
+	__u32 seg_len;
+	__u32 seq;
+	__u32 payload;
+	__u32 now_j;    /* jiffies, low 32 bits */
+	__u64 hash;     /* flow_hash(&key) */
+	__u16 syn_mss;
+	__u8 tcp_flags;
+	__u8 encap;
+	__u8 is_tcp;
+	__s8 wg_msg;
+	__u8 pad[2];
+};
+
+/* 64-bit hash of a flow key (multiply and fold, word pairs): the slot index takes the low
+ * bits, the sequence table's index bits 16-27 and its tag the high 32. */
+static __always_inline __u64 flow_hash(const struct nd_flow_key *k)
+{
+	const __u32 *w = (const __u32 *)k;
+	__u64 h = 0x9e3779b97f4a7c15ULL;
+
+#pragma unroll
+	for (int i = 0; i < 10; i += 2) {
+		h ^= (__u64)w[i] | (__u64)w[i + 1] << 32;
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
 	}
-	if ((__s32)(l4->seq - fs->seq_high) < 0)
-		__sync_fetch_and_add(&fs->retrans_segs, segs);
-	if ((__s32)(end - fs->seq_high) > 0)
-		fs->seq_high = end;
+	h ^= w[10];
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 29;
+	return h;
 }
 
-/* The flow record; needs no packet access, so one copy serves every hook. */
-__noinline int nd_flow(const struct nd_meta *m, const struct nd_l3 *l3, const struct nd_l4 *l4,
-		       __u32 seg_len)
+static __always_inline int key_eq(const struct nd_flow_key *a, const struct nd_flow_key *b)
 {
-	if (!m || !l3 || !l4)
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	__u32 d = 0;
+
+#pragma unroll
+	for (int i = 0; i < 11; i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
+}
+
+/* The flow's table entry, created if missing (first seen now). */
+static __always_inline struct nd_flow_stats *table_get(const struct nd_flow_key *key, __u64 now)
+{
+	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, key);
+
+	if (fs)
+		return fs;
+	struct nd_flow_stats init = {};
+
+	init.first_ns = now;
+	init.last_ns = now;
+	bpf_map_update_elem(&flows, key, &init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&flows, key);
+}
+
+static __always_inline void note_max_seg(__u16 *max_seg, __u32 seg_len)
+{
+	if (seg_len > *max_seg)
+		*max_seg = seg_len > 0xffff ? 0xffff : seg_len;
+}
+
+/*
+ * Passive retransmission detection from sequence numbers: data starting before the highest
+ * sequence already seen was sent before (or arrived out of order). Works on traffic a
+ * gateway only forwards, where no socket exists to ask.
+ *
+ * The highest sequence end must be one per flow, not one per CPU: a flow's segments are
+ * processed on several CPUs (veth and RPS deliver on the sender's CPU, which changes as the
+ * sender migrates; TCP sends from the process and from softirqs). A per-CPU state would see
+ * an increasing subsequence - no false counts - but would miss a retransmission landing on
+ * a CPU that has not seen the later segments (a fast retransmit sent from the ACK softirq
+ * on the other CPU, say). So the state is shared: `flow_seq`, indexed by the flow's hash,
+ * holds tag << 32 | highest end in one word (one 64-bit store: never torn) for the flow
+ * whose tag it carries. The common case reads and writes that one cache line.
+ *
+ * An entry belongs to one flow at a time. A flow that finds another flow's tag in its entry
+ * keeps its state in its table entry (seq_high/seq_valid, as before the cache) until the
+ * owner has been idle for ND_SEQ_IDLE_J jiffies; then it takes the entry over, writing the
+ * owner's state back to the owner's table entry first and starting from its own table
+ * state. The state thus always has one home. Races between CPUs on one flow (two segments
+ * of one flow checked at once, or a takeover racing with the owner's update) can miss a
+ * count or make a later check start afresh; they never invent one for in-order traffic.
+ * Two flows share state only if their 64-bit hashes agree in the index and tag bits (44
+ * bits).
+ */
+static __always_inline __u32 seq_check(__u32 *high, __u8 *valid, const struct nd_pkt *p)
+{
+	__u32 end = p->seq + p->payload;
+	__u32 r = 0;
+
+	if (!*valid) {
+		*high = end;
+		*valid = 1;
 		return 0;
-	struct nd_flow_key key = {};
+	}
+	if ((__s32)(p->seq - *high) < 0)
+		r = p->segs;
+	if ((__s32)(end - *high) > 0)
+		*high = end;
+	return r;
+}
 
-	key.ifindex = m->ifindex;
-	key.dir = m->dir;
-	key.proto = l3->proto;
-	key.family = l3->family;
-	key.sport = l4->sport;
-	key.dport = l4->dport;
-	__builtin_memcpy(key.saddr, l3->saddr, 16);
-	__builtin_memcpy(key.daddr, l3->daddr, 16);
-
+/* The sequence check when the shared entry `e` (NULL: none) is not this flow's: take the
+ * entry over if it is free or idle, else use the table's state. Returns the segments to
+ * count as seen before. */
+__noinline int nd_seq_slow(const struct nd_pkt *p, struct nd_seq_slot *e)
+{
+	if (!p)
+		return 0;
 	__u64 now = bpf_ktime_get_coarse_ns();
-	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, &key);
+	__u32 tag = (p->hash >> 32) | 1;
+	__u32 high = 0, r;
+	__u8 valid = 0;
+
+	if (!e || (e->state && p->now_j - e->last_j <= ND_SEQ_IDLE_J)) {
+		/* Busy with another flow: this flow's state stays in its table entry. */
+		struct nd_flow_stats *fs = table_get(&p->key, now);
+
+		if (!fs)
+			return 0;
+		high = fs->seq_high;
+		valid = fs->seq_valid;
+		r = seq_check(&high, &valid, p);
+		fs->seq_high = high;
+		fs->seq_valid = valid;
+		return r;
+	}
+	__u64 st = e->state;
+
+	if (st) {
+		/* Hand over: the idle owner's state goes back to its table entry. */
+		struct nd_flow_key owner = e->key;
+		struct nd_flow_stats *ofs = bpf_map_lookup_elem(&flows, &owner);
+
+		if (ofs) {
+			ofs->seq_high = (__u32)st;
+			ofs->seq_valid = 1;
+		}
+	}
+	struct nd_flow_stats *fs = table_get(&p->key, now);
+
+	if (fs) {
+		high = fs->seq_high;
+		valid = fs->seq_valid;
+	}
+	r = seq_check(&high, &valid, p);
+	e->key = p->key;
+	e->last_j = p->now_j;
+	e->state = (__u64)tag << 32 | high;
+	return r;
+}
+
+/* Counts a packet in the flow's table entry: the path without the cache. */
+static __always_inline void table_add(const struct nd_pkt *p, __u32 retrans)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+	struct nd_flow_stats *fs = table_get(&p->key, now);
+
+	if (!fs)
+		return;
+	__sync_fetch_and_add(&fs->packets, 1);
+	__sync_fetch_and_add(&fs->segs, p->segs);
+	__sync_fetch_and_add(&fs->bytes, p->len);
+	if (retrans)
+		__sync_fetch_and_add(&fs->retrans_segs, retrans);
+	fs->last_ns = now;
+	note_max_seg(&fs->max_seg, p->seg_len);
+	if (p->encap)
+		fs->encap = p->encap;
+	if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
+		__sync_fetch_and_add(&fs->wg_msgs[p->wg_msg], 1);
+	if (p->is_tcp) {
+		fs->tcp_flags |= p->tcp_flags;
+		if (p->syn_mss)
+			fs->syn_mss = p->syn_mss;
+	}
+}
+
+/* Adds a retired slot's counts to its flow's table entry (recreating an evicted one). */
+static __always_inline void table_merge(const struct nd_flow_slot *old)
+{
+	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, &old->key);
 
 	if (!fs) {
 		struct nd_flow_stats init = {};
 
-		init.first_ns = now;
-		bpf_map_update_elem(&flows, &key, &init, BPF_NOEXIST);
-		fs = bpf_map_lookup_elem(&flows, &key);
+		init.packets = old->packets;
+		init.segs = old->segs;
+		init.bytes = old->bytes;
+		init.first_ns = old->first_ns;
+		init.last_ns = old->last_ns;
+		init.retrans_segs = old->retrans_segs;
+		__builtin_memcpy(init.wg_msgs, old->wg_msgs, sizeof(init.wg_msgs));
+		init.max_seg = old->max_seg;
+		init.tcp_flags = old->tcp_flags;
+		init.encap = old->encap;
+		if (bpf_map_update_elem(&flows, &old->key, &init, BPF_NOEXIST) == 0)
+			return;
+		fs = bpf_map_lookup_elem(&flows, &old->key); /* another CPU created it meanwhile */
 		if (!fs)
-			return 0;
+			return;
 	}
-	__sync_fetch_and_add(&fs->packets, 1);
-	__sync_fetch_and_add(&fs->segs, m->gso_segs);
-	__sync_fetch_and_add(&fs->bytes, m->len);
-	fs->last_ns = now;
-	if (seg_len > fs->max_seg)
-		fs->max_seg = seg_len > 0xffff ? 0xffff : seg_len;
-	if (l4->encap)
-		fs->encap = l4->encap;
-	if (l4->wg_msg >= 0 && l4->wg_msg < ND_WG_MSG_TYPES)
-		__sync_fetch_and_add(&fs->wg_msgs[l4->wg_msg], 1);
+	__sync_fetch_and_add(&fs->packets, old->packets);
+	__sync_fetch_and_add(&fs->segs, old->segs);
+	__sync_fetch_and_add(&fs->bytes, old->bytes);
+	if (old->retrans_segs)
+		__sync_fetch_and_add(&fs->retrans_segs, old->retrans_segs);
+#pragma unroll
+	for (int i = 0; i < ND_WG_MSG_TYPES; i++) {
+		if (old->wg_msgs[i])
+			__sync_fetch_and_add(&fs->wg_msgs[i], old->wg_msgs[i]);
+	}
+	if (old->first_ns < fs->first_ns)
+		fs->first_ns = old->first_ns;
+	if (old->last_ns > fs->last_ns)
+		fs->last_ns = old->last_ns;
+	note_max_seg(&fs->max_seg, old->max_seg);
+	fs->tcp_flags |= old->tcp_flags;
+	if (old->encap)
+		fs->encap = old->encap;
+}
+
+/* A packet whose flow is not in its cache slot `s` (NULL: no slot for this CPU). */
+__noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans)
+{
+	if (!p)
+		return 0;
+	if (!s || (s->used && p->now_j - s->last_j <= ND_SLOT_IDLE_J)) {
+		table_add(p, retrans);
+		return 0;
+	}
+	struct nd_flow_slot old = *s;
+	__u64 now = bpf_ktime_get_coarse_ns();
+	__u32 gen = old.gen_end + 1;
+
+	/* Retire and take the slot under its sequence lock: gen_end, contents, gen_begin. The
+	 * old counts reach the table only after (the locked adds below are ordered after these
+	 * stores on x86), so a reader that still sees the old generation in the slot cannot
+	 * have seen them in the table too. */
+	s->gen_end = gen;
+	barrier();
+	s->key = p->key;
+	s->packets = 1;
+	s->bytes = p->len;
+	s->segs = p->segs;
+	s->first_ns = now;
+	s->last_ns = now;
+	s->last_j = p->now_j;
+	s->touch_j = p->now_j;
+	s->retrans_segs = retrans;
+	__builtin_memset(s->wg_msgs, 0, sizeof(s->wg_msgs));
+	if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
+		s->wg_msgs[p->wg_msg] = 1;
+	s->max_seg = p->seg_len > 0xffff ? 0xffff : p->seg_len;
+	s->tcp_flags = p->is_tcp ? p->tcp_flags : 0;
+	s->encap = p->encap;
+	s->used = 1;
+	barrier();
+	s->gen_begin = gen;
+
+	if (old.used)
+		table_merge(&old);
+	/* The new flow's table entry: first seen, the SYN's MSS, the table's entry count. */
+	struct nd_flow_stats *fs = table_get(&p->key, now);
+
+	if (fs && p->syn_mss)
+		fs->syn_mss = p->syn_mss;
+	return 0;
+}
+
+/* A cache hit that needs the table entry: a SYN's MSS (the last SYN's is kept, in one
+ * place), or the periodic lookup that keeps a busy cached flow young in the LRU. */
+__noinline int nd_flow_touch(struct nd_flow_slot *s, const struct nd_pkt *p)
+{
+	if (!s || !p)
+		return 0;
+	s->touch_j = p->now_j;
+	/* An entry the LRU evicted anyway comes back with the slot's first sighting. */
+	struct nd_flow_stats *fs = table_get(&p->key, s->first_ns);
+
+	if (fs && p->syn_mss)
+		fs->syn_mss = p->syn_mss;
+	return 0;
+}
+
+/* The flow record. Inlined: the hit path is short, and a global function's call and return
+ * cost more than verifying it once per program (a few hundred instructions). */
+static __always_inline int nd_flow(const struct nd_meta *m, const struct nd_l3 *l3, const struct nd_l4 *l4,
+		       __u32 seg_len)
+{
+	if (!m || !l3 || !l4)
+		return 0;
+	struct nd_pkt p = {};
+
+	p.key.ifindex = m->ifindex;
+	p.key.dir = m->dir;
+	p.key.proto = l3->proto;
+	p.key.family = l3->family;
+	p.key.sport = l4->sport;
+	p.key.dport = l4->dport;
+	__builtin_memcpy(p.key.saddr, l3->saddr, 16);
+	__builtin_memcpy(p.key.daddr, l3->daddr, 16);
+	p.len = m->len;
+	p.segs = m->gso_segs;
+	p.seg_len = seg_len;
+	p.encap = l4->encap;
+	p.wg_msg = l4->wg_msg;
 	if (l4->is_tcp) {
-		fs->tcp_flags |= l4->tcp_flags;
-		if (l4->syn_mss)
-			fs->syn_mss = l4->syn_mss;
-		track_seq(fs, l4, m->gso_segs);
+		p.is_tcp = 1;
+		p.tcp_flags = l4->tcp_flags;
+		p.syn_mss = l4->syn_mss;
+		p.seq = l4->seq;
+		p.payload = l4->payload;
 	}
+	p.now_j = bpf_jiffies64(); /* inlined by the verifier: a load */
+	__u64 h = flow_hash(&p.key);
+
+	p.hash = h;
+
+	__u32 retrans = 0;
+
+	if (p.payload) {
+		__u32 sidx = (h >> 16) & (ND_SEQ_SLOTS - 1);
+		__u32 tag = (h >> 32) | 1;
+		struct nd_seq_slot *e = bpf_map_lookup_elem(&flow_seq, &sidx);
+
+		if (e && (e->state >> 32) == tag) {
+			__u32 high = (__u32)e->state;
+			__u32 end = p.seq + p.payload;
+
+			if ((__s32)(p.seq - high) < 0)
+				retrans = p.segs;
+			if ((__s32)(end - high) > 0)
+				e->state = (__u64)tag << 32 | end;
+			if (e->last_j != p.now_j)
+				e->last_j = p.now_j;
+		} else {
+			retrans = nd_seq_slow(&p, e);
+		}
+	}
+
+	__u32 idx = bpf_get_smp_processor_id() * ND_FLOW_CACHE_SLOTS +
+		    (__u32)(h & (ND_FLOW_CACHE_SLOTS - 1));
+	struct nd_flow_slot *s = bpf_map_lookup_elem(&flow_cache, &idx);
+
+	if (!s || !s->used || !key_eq(&s->key, &p.key)) {
+		nd_flow_miss(s, &p, retrans);
+		return 0;
+	}
+	/* Hit: only this CPU writes the slot, so plain additions are exact. */
+	s->packets++;
+	s->bytes += p.len;
+	s->segs += p.segs;
+	if (s->last_j != p.now_j) {
+		s->last_j = p.now_j;
+		s->last_ns = bpf_ktime_get_coarse_ns();
+	}
+	s->retrans_segs += retrans;
+	note_max_seg(&s->max_seg, seg_len);
+	if (p.encap)
+		s->encap = p.encap;
+	if (p.wg_msg >= 0 && p.wg_msg < ND_WG_MSG_TYPES)
+		s->wg_msgs[p.wg_msg]++;
+	s->tcp_flags |= p.tcp_flags;
+	if (p.syn_mss || p.now_j - s->touch_j > ND_TOUCH_J)
+		nd_flow_touch(s, &p);
 	return 0;
 }
 

@@ -13,6 +13,7 @@ use crate::attach::{self, AttachMethod, Attachment, XdpMode};
 use crate::bpf::packet::{PacketSkel, PacketSkelBuilder};
 use crate::counters::{IfaceCounters, SIZE_BUCKET_BOUNDS};
 use crate::error::{Error, Result};
+use crate::flow_cache::{self, SlotView};
 use crate::flows::Flow;
 use crate::iface::{Interface, LinkType};
 use crate::pmtu::TooBig;
@@ -112,6 +113,8 @@ pub struct Dataplane<'obj> {
     /// Counter slot of each watched interface (behind a lock so that watching needs no
     /// exclusive borrow, like every other map operation).
     slots: std::sync::Mutex<HashMap<u32, u32>>,
+    /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
+    flow_cache: SlotView,
     options: Options,
 }
 
@@ -146,11 +149,31 @@ impl<'obj> Dataplane<'obj> {
             rodata.user_ports[i] = tp.port;
             rodata.user_port_encap[i] = tp.encap as u8;
         }
+        // Each possible CPU gets its own run of flow-cache slots (packet.bpf.c indexes them
+        // by the CPU number).
+        let cpus = libbpf_rs::num_possible_cpus()
+            .map_err(Error::from_load)
+            .and_then(|n| {
+                u32::try_from(n)
+                    .ok()
+                    .and_then(|n| n.checked_mul(flow_cache::SLOTS_PER_CPU))
+                    .ok_or_else(|| {
+                        Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
+                            "{n} possible CPUs"
+                        ))))
+                    })
+            })?;
+        open.maps
+            .flow_cache
+            .set_max_entries(cpus)
+            .map_err(Error::from_load)?;
         let skel = open.load().map_err(Error::from_load)?;
+        let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
         Ok(Dataplane {
             skel,
             attached: HashMap::new(),
             slots: std::sync::Mutex::new(HashMap::new()),
+            flow_cache,
             options,
         })
     }
@@ -337,11 +360,15 @@ impl<'obj> Dataplane<'obj> {
         }))
     }
 
-    /// Every flow in the table.
+    /// Every flow: the table's entries plus what the per-CPU flow cache holds of them
+    /// (see [`flow_cache`]), so each flow's figures are its whole total.
     pub fn flows(&self) -> Result<Vec<Flow>> {
-        read_all::<nd_flow_key, nd_flow_stats, _>(&self.skel.maps.flows, "flows", |k, v| {
-            Flow::from_raw(k, v)
-        })
+        let merged = flow_cache::merged_flows(&self.flow_cache, || {
+            read_all::<nd_flow_key, nd_flow_stats, _>(&self.skel.maps.flows, "flows", |k, v| {
+                (*k, *v)
+            })
+        })?;
+        Ok(merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect())
     }
 
     /// Counters of every watched interface and every flow, now.

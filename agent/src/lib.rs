@@ -16,6 +16,7 @@ pub mod drops;
 pub mod error;
 pub mod facts;
 pub mod findings;
+pub mod flow_cache;
 pub mod flows;
 pub mod iface;
 pub mod logging;

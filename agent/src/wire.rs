@@ -8,7 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 pub use crate::bpf::packet::types::{
-    nd_dir_stats, nd_flow_key, nd_flow_stats, nd_iface_stats, nd_ptb_key, nd_ptb_stats,
+    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_stats, nd_ptb_key,
+    nd_ptb_stats,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
@@ -20,6 +21,8 @@ unsafe impl plain::Plain for nd_iface_stats {}
 unsafe impl plain::Plain for nd_flow_key {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_flow_stats {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_flow_slot {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_ptb_key {}
 // SAFETY: see above.

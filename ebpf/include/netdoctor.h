@@ -16,6 +16,10 @@
  * the hot path); larger ones through a hash. */
 #define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
+/* Per-CPU flow cache in front of `flows` (see packet.bpf.c): slots per CPU (a power of 2),
+ * and entries of the shared TCP sequence table. */
+#define ND_FLOW_CACHE_SLOTS 1024
+#define ND_SEQ_SLOTS 4096
 #define ND_MAX_PTB 1024
 #define ND_SIZE_BUCKETS 10
 #define ND_MAX_USER_PORTS 8
@@ -106,6 +110,46 @@ struct nd_flow_stats {
 	__u8 encap;     /* enum nd_encap, for underlay flows */
 	__u8 seq_valid;
 	__u8 pad;
+};
+
+/* One slot of the per-CPU flow cache: a flow and what it carried since this CPU took the
+ * slot. The agent reads the slots (mapped read-only) and adds them to the table's values;
+ * both are cumulative and a slot's counts reach the table only when the slot is retired.
+ *
+ * 128 bytes, so a slot is exactly two cache lines of the page-aligned array: the first
+ * holds what every packet reads and writes (key, packets, bytes). `gen_begin`/`gen_end`
+ * form a sequence lock for the reader: a retirement writes `gen_end`, then the contents,
+ * then `gen_begin`, so a copy read from first to last word with both equal is not torn,
+ * and a generation that did not move between two reads means the slot was not retired
+ * (its counts did not reach the table) in between. */
+struct nd_flow_slot {
+	__u32 gen_begin;
+	struct nd_flow_key key;
+	__u64 packets;
+	__u64 bytes;
+	__u64 segs;
+	__u64 first_ns;     /* when this CPU took the slot for the flow */
+	__u64 last_ns;
+	__u32 last_j;       /* jiffies (low 32 bits) of last_ns: the clock is read once a tick */
+	__u32 touch_j;      /* jiffies of the last lookup of the flow's table entry (LRU age) */
+	__u32 retrans_segs;
+	__u32 wg_msgs[ND_WG_MSG_TYPES];
+	__u16 max_seg;
+	__u8 tcp_flags;
+	__u8 encap;
+	__u32 used;         /* 0: empty slot */
+	__u32 gen_end;
+};
+
+/* An entry of the shared TCP sequence table: the highest sequence end seen of one flow,
+ * shared by every CPU so that retransmissions are recognised wherever a flow's packets
+ * are processed. 64 bytes: one cache line of the page-aligned array. */
+struct nd_seq_slot {
+	__u64 state;  /* tag << 32 | highest sequence end; 0: free */
+	__u32 last_j; /* jiffies of the last data segment, to hand an idle entry over */
+	__u32 pad;
+	struct nd_flow_key key; /* whose state it is, to write it back when handing over */
+	__u32 pad2;
 };
 
 /* An ICMP "fragmentation needed" / ICMPv6 "packet too big", keyed by who sent it and the

@@ -21,7 +21,7 @@ use std::panic::AssertUnwindSafe;
 
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::query::{ProgInfoIter, ProgInfoQueryOptions};
-use libbpf_rs::{libbpf_sys, MapCore, MapHandle};
+use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
 use netdoctor::counters::{DirCounters, IfaceCounters, SIZE_BUCKET_BOUNDS};
 use netdoctor::dataplane::{Dataplane, Options, ProgramKind, TunnelPort};
 use netdoctor::flows::{Flow, WireguardMessages};
@@ -109,6 +109,10 @@ where
 struct Maps {
     flows: MapHandle,
     ptb_events: MapHandle,
+    /// The per-CPU flow cache in front of `flows` and the shared TCP sequence state: arrays,
+    /// emptied by zeroing every entry.
+    flow_cache: MapHandle,
+    flow_seq: MapHandle,
 }
 
 /// The kernel id of one of `dp`'s programs, from its fd's fdinfo ("prog_id:\t<id>").
@@ -143,12 +147,23 @@ impl Maps {
         Ok(Maps {
             flows: take("flows")?,
             ptb_events: take("ptb_events")?,
+            flow_cache: take("flow_cache")?,
+            flow_seq: take("flow_seq")?,
         })
     }
 
-    /// Empties the hash maps and unwatches every interface a case may have watched (which
-    /// frees and zeroes its counter slot): no interface watched, no flows, no too-big
-    /// entries.
+    /// Zeroes every entry of an array map.
+    fn zero_array(map: &MapHandle) -> Result<()> {
+        let n = map.max_entries();
+        let keys: Vec<u8> = (0..n).flat_map(u32::to_ne_bytes).collect();
+        let values = vec![0u8; n as usize * map.value_size() as usize];
+        map.update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY)?;
+        Ok(())
+    }
+
+    /// Empties the hash maps and the flow cache and unwatches every interface a case may
+    /// have watched (which frees and zeroes its counter slot): no interface watched, no
+    /// flows, no too-big entries.
     fn clear(&self, dp: &Dataplane<'_>) -> Result<()> {
         for index in [LO, UNWATCHED_PROBE_IFINDEX] {
             dp.unwatch(index);
@@ -160,6 +175,9 @@ impl Maps {
             }
             ensure!(map.keys().next().is_none(), "{:?} not empty", map.name());
         }
+        Self::zero_array(&self.flow_cache)?;
+        Self::zero_array(&self.flow_seq)?;
+        ensure!(dp.flows()?.is_empty(), "flows left after clearing");
         Ok(())
     }
 }

@@ -462,8 +462,8 @@ ND_DEFINE_STAGES(skb, struct __sk_buff)
  *   does not evict busy flows whose packets all hit the cache.
  * - Time: a slot reads the (coarse, tick-granular) clock only when jiffies moved since its
  *   last packet.
- * - The agent reads the table and the slots and adds them up (dataplane.rs); the slots'
- *   sequence lock tells it when a retirement raced with its read.
+ * - The agent reads the table and the slots and adds them up (agent/src/flow_cache.rs);
+ *   the slots' sequence lock tells it when a retirement raced with its read.
  */
 
 /* Jiffies without a packet after which a slot may be given to another flow. */
@@ -748,7 +748,8 @@ __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u3
 	/* Retire and take the slot under its sequence lock: gen_end, contents, gen_begin. The
 	 * old counts reach the table only after (the locked adds below are ordered after these
 	 * stores on x86), so a reader that still sees the old generation in the slot cannot
-	 * have seen them in the table too. */
+	 * have seen them in the table too. On weakly ordered CPUs (arm64), where BPF's atomic
+	 * adds are not barriers, one read racing with a retirement could count it twice. */
 	s->gen_end = gen;
 	barrier();
 	s->key = p->key;

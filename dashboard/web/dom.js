@@ -105,3 +105,14 @@ export async function copyText(text, el) {
   }
   return false;
 }
+
+/** Selects `value` in `select`, adding it as an option when the list lacks it (an
+ * interface named in a link before its data arrived). Returns true when the choice changed. */
+export function selectValue(select, value) {
+  if (value === undefined || value === select.value) return false;
+  if (![...select.options].some((o) => o.value === value)) {
+    select.append(h('option', { value }, value));
+  }
+  select.value = value;
+  return true;
+}

@@ -2,7 +2,7 @@
 // throughput, retransmit ratio by congestion control, drops by reason, packet sizes with
 // the MTU marked, path MTU over time. Drawn with uPlot (web/vendor/, a global `uPlot`).
 
-import { h, replaceContent, errorBox } from '../dom.js';
+import { h, replaceContent, errorBox, selectValue } from '../dom.js';
 import { formatBitRate, formatPercent, formatCount, formatMtu, formatTimestamp, known } from '../format.js';
 import {
   throughputSeries, retransSeries, dropsSeries, pmtuSeries, sizeHistogram, routeHash, orderSamples,
@@ -295,13 +295,7 @@ export function createCharts(ctx) {
     name: 'charts',
     section,
     show(params) {
-      if (params.interface && params.interface !== ifaceSel.value) {
-        if (![...ifaceSel.options].some((o) => o.value === params.interface)) {
-          ifaceSel.append(h('option', { value: params.interface }, params.interface));
-        }
-        ifaceSel.value = params.interface;
-        lastSig = '';
-      }
+      if (params.interface && selectValue(ifaceSel, params.interface)) lastSig = '';
       // uPlot measured its width while hidden: fit the charts now that they are visible.
       requestAnimationFrame(resize);
     },

@@ -1,6 +1,6 @@
 // Findings: active and recent (GET /api/v1/findings?state=all&since=…), most important first.
 
-import { h, replaceContent, errorBox } from '../dom.js';
+import { h, replaceContent, errorBox, selectValue } from '../dom.js';
 import { sortFindings, findingKey, filterRows, routeHash } from '../model.js';
 import { renderFinding } from './finding.js';
 
@@ -61,13 +61,7 @@ export function createFindings(ctx) {
     name: 'findings',
     section,
     show(params) {
-      if (params.interface !== undefined && params.interface !== ifaceSel.value) {
-        if (![...ifaceSel.options].some((o) => o.value === params.interface)) {
-          ifaceSel.append(h('option', { value: params.interface }, params.interface));
-        }
-        ifaceSel.value = params.interface;
-        render();
-      }
+      if (selectValue(ifaceSel, params.interface)) render();
     },
     async refresh() {
       const range = RANGES[rangeSel.value] ?? RANGES['24h'];

@@ -1,7 +1,7 @@
 // Connections: local TCP sockets (GET /api/v1/sockets) and packet flows (GET /api/v1/flows),
 // sortable and filterable; cubic/reno sockets on lossy interfaces are highlighted.
 
-import { h, replaceContent, errorBox, relTime } from '../dom.js';
+import { h, replaceContent, errorBox, relTime, selectValue } from '../dom.js';
 import {
   formatMicros, formatBytes, formatBitRate, formatPercent, formatCount, formatEndpoint,
   protocolName, NA,
@@ -128,13 +128,7 @@ export function createTraffic(ctx) {
     name: 'traffic',
     section,
     show(params) {
-      if (params.interface !== undefined && params.interface !== ifaceSel.value) {
-        if (![...ifaceSel.options].some((o) => o.value === params.interface)) {
-          ifaceSel.append(h('option', { value: params.interface }, params.interface));
-        }
-        ifaceSel.value = params.interface;
-        render();
-      }
+      if (selectValue(ifaceSel, params.interface)) render();
     },
     async refresh() {
       const [ifs, socks, fls] = await Promise.allSettled([ctx.api.interfaces(), ctx.api.sockets(), ctx.api.flows()]);

@@ -145,9 +145,14 @@ impl<'obj> Dataplane<'obj> {
             )))
         })?;
         rodata.size_bounds = SIZE_BUCKET_BOUNDS;
+        let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .bss",
+            )))
+        })?;
         for (i, tp) in options.tunnel_ports.iter().enumerate() {
-            rodata.user_ports[i] = tp.port;
-            rodata.user_port_encap[i] = tp.encap as u8;
+            bss.user_port_encap[i] = tp.encap as u8;
+            bss.user_ports[i] = tp.port;
         }
         // Each possible CPU gets its own run of flow-cache slots (packet.bpf.c indexes them
         // by the CPU number).
@@ -176,6 +181,30 @@ impl<'obj> Dataplane<'obj> {
             flow_cache,
             options,
         })
+    }
+
+    /// Recognises UDP port `tp.port` as `tp.encap` from now on (a tunnel daemon found while
+    /// running). Returns false if the port is known already; fails when all
+    /// [`MAX_TUNNEL_PORTS`] slots are taken.
+    pub fn add_tunnel_port(&mut self, tp: TunnelPort) -> Result<bool> {
+        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .bss",
+            )))
+        })?;
+        if bss.user_ports.contains(&tp.port) {
+            return Ok(false);
+        }
+        let free = bss
+            .user_ports
+            .iter()
+            .position(|p| *p == 0)
+            .ok_or(Error::TooManyTunnelPorts(MAX_TUNNEL_PORTS))?;
+        // The kind first: the programs read the port, then its kind.
+        bss.user_port_encap[free] = tp.encap as u8;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        bss.user_ports[free] = tp.port;
+        Ok(true)
     }
 
     /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics.

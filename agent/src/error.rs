@@ -50,6 +50,9 @@ pub enum Error {
     /// A netlink request failed.
     #[error("netlink: {0}")]
     Netlink(String),
+    /// More port-identified tunnels than the data plane's table holds.
+    #[error("at most {0} tunnel ports can be recognised at once")]
+    TooManyTunnelPorts(usize),
     /// More interfaces than the data plane's fixed-size table holds.
     #[error("at most {0} interfaces can be watched at once")]
     TooManyInterfaces(usize),

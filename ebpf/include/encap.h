@@ -24,9 +24,12 @@
 #define WG_COOKIE_LEN 64
 #define WG_DATA_MIN_LEN 32 /* header 16 + Poly1305 tag 16 (a keepalive) */
 
-/* Ports of other UDP tunnel daemons, set by the agent before load (0 = unused slot). */
-const volatile __u16 user_ports[ND_MAX_USER_PORTS] = {};
-const volatile __u8 user_port_encap[ND_MAX_USER_PORTS] = {};
+/* Ports of other UDP tunnel daemons (0 = unused slot). Writable globals rather than
+ * read-only data: the agent adds the port of a TUN/TAP daemon it finds while running. It
+ * writes a slot's encapsulation before its port, so a packet never sees a port with a
+ * stale kind. */
+__u16 user_ports[ND_MAX_USER_PORTS] = {};
+__u8 user_port_encap[ND_MAX_USER_PORTS] = {};
 
 /* Returns the WireGuard message index (enum nd_wg_msg) or -1. */
 static __always_inline int wg_message(const __u8 *payload, const void *end, __u32 len)

@@ -860,3 +860,50 @@ fn tap_owner_is_looked_up_in_the_interface_namespace() -> Result<()> {
     drop(other);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// The agent learns a mesh daemon's port while running.
+// ---------------------------------------------------------------------------
+
+/// fastd is recognised on the wire by its UDP port only. `diagnose` tells the data plane
+/// the port before loading it; the long-running agent, loaded before any mesh existed,
+/// must add it when it finds the daemon, and from then on label the underlay's flows.
+#[test]
+fn agent_learns_a_fastd_port_while_running() -> Result<()> {
+    if !lab_ready(FASTD_TOOLS) {
+        return Ok(());
+    }
+    let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1400, &unique_ifname())?;
+    let agent = netdoctor_lab::agent::Agent::start(&mesh.pair.a, &["--no-probe"])?;
+    let _server = Iperf3Server::start(&mesh.pair.b, 5201)?;
+    let mut opts = Iperf3Opts::new(TUNNEL_B);
+    opts.duration_secs = 6;
+    std::thread::scope(|s| -> Result<()> {
+        let client = s.spawn(|| traffic::iperf3_client(&mesh.pair.a, &opts));
+        agent.poll(
+            &format!("/api/v1/interfaces/{}", mesh.ifname),
+            Duration::from_secs(15),
+            "the TAP interface identified as fastd",
+            |r| (r.json["facts"]["tunnel"]["kind"] == "fastd").then_some(()),
+        )?;
+        let flow = agent.poll(
+            &format!(
+                "/api/v1/flows?interface={}&limit=1000",
+                PairTopology::IFNAME
+            ),
+            Duration::from_secs(15),
+            "an underlay flow labelled fastd",
+            |r| {
+                r.json["items"].as_array()?.iter().find_map(|f| {
+                    (f["encap"] == "fastd" && f["packets"].as_u64() > Some(0)).then(|| f.clone())
+                })
+            },
+        )?;
+        ensure!(
+            flow["src_port"] == FASTD_PORT || flow["dst_port"] == FASTD_PORT,
+            "a fastd flow on another port: {flow}"
+        );
+        join(client, "iperf3 through the mesh")?;
+        Ok(())
+    })
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::dataplane::{Dataplane, Options, TunnelPort};
+use crate::dataplane::{Dataplane, Options};
 use crate::drops::DropProbe;
 use crate::facts::{link, Facts};
 use crate::findings::{self, Finding, Severity};
@@ -89,16 +89,9 @@ pub async fn diagnose(
     // Data plane on the interface and on its underlay, with the tunnel's port when the
     // data plane cannot recognise the protocol by itself.
     let mut dp_options = opts.dataplane.clone();
-    if let (Some(encap), true) = (tun.encap, tun.port != 0) {
-        if matches!(
-            encap,
-            crate::wire::Encap::Fastd | crate::wire::Encap::Tinc | crate::wire::Encap::Other
-        ) && dp_options.tunnel_ports.len() < crate::dataplane::MAX_TUNNEL_PORTS
-        {
-            dp_options.tunnel_ports.push(TunnelPort {
-                port: tun.port,
-                encap,
-            });
+    if let Some(tp) = tun.port_to_recognise() {
+        if dp_options.tunnel_ports.len() < crate::dataplane::MAX_TUNNEL_PORTS {
+            dp_options.tunnel_ports.push(tp);
         }
     }
     let mut dp_storage = MaybeUninit::uninit();

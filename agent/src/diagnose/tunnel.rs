@@ -71,6 +71,20 @@ fn fastd_null_only(owner: &TunOwner) -> bool {
     !methods.is_empty() && methods.iter().all(|m| *m == "null")
 }
 
+impl Tunnel {
+    /// The UDP port the data plane must be told about: the data plane recognises WireGuard,
+    /// VXLAN and GENEVE by themselves, but fastd, tinc and other daemons only by port.
+    pub fn port_to_recognise(&self) -> Option<crate::dataplane::TunnelPort> {
+        let encap = self.encap?;
+        (self.port != 0 && matches!(encap, Encap::Fastd | Encap::Tinc | Encap::Other)).then_some(
+            crate::dataplane::TunnelPort {
+                port: self.port,
+                encap,
+            },
+        )
+    }
+}
+
 /// Identifies the tunnel behind `iface`.
 pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
     match iface.kind {

@@ -114,6 +114,15 @@ impl Monitor<'_> {
     ) -> anyhow::Result<(Facts, Vec<u32>)> {
         let details = link::details(me.index).await?;
         let tun = tunnel::identify(me, &details);
+        if let Some(tp) = tun.port_to_recognise() {
+            match self.dp.add_tunnel_port(tp) {
+                Ok(true) => {
+                    tracing::info!(iface = %me.name, port = tp.port, encap = ?tp.encap, "recognising the tunnel's UDP port on the underlay")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(iface = %me.name, "tunnel port {}: {e}", tp.port),
+            }
+        }
         let underlay = collect::underlay(&tun, &details, all).await;
         let start = Snapshot::from_parts(
             self.prev_wireguard

@@ -1,12 +1,13 @@
 //! Publishing a window to the view the API and metrics read.
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::agent::state::{DropView, FlowView, Rates, SocketView};
-use crate::dataplane::{self};
+use crate::dataplane;
 use crate::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::facts::Facts;
 use crate::iface::Interface;
 use crate::sockets::window::SocketRow;
-use std::collections::{BTreeMap, HashMap};
 
 use super::{now_ms, Monitor};
 

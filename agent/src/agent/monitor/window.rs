@@ -1,5 +1,9 @@
 //! Closing a window: facts, rules, history, and path-MTU probes of tunnels.
 
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
 use crate::counters::{bucket_label, IfaceCounters};
 use crate::dataplane;
 use crate::diagnose::collect::{self, Observation, Snapshot};
@@ -12,9 +16,6 @@ use crate::probe::{self, ProbeOptions};
 use crate::rules;
 use crate::sockets::window::SocketRow;
 use crate::store::{CcRetrans, Sample};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use super::{now_ms, Monitor, Role, MAX_PROBE_TARGETS, PRUNE_EVERY};
 

@@ -18,9 +18,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::dataplane::{Dataplane, Options};
-use crate::drops::DropProbe;
 use crate::rules::RuleSet;
-use crate::sockets::SocketProbes;
 use crate::store::{Retention, Store};
 use config::Config;
 use state::Shared;
@@ -111,7 +109,15 @@ async fn spawn_monitor(
                 let mut drop_storage = MaybeUninit::uninit();
                 let loaded = (|| {
                     let dp = Dataplane::load(&mut dp_storage, dataplane)?;
-                    let (sockets, drops, notes) = load_probes(&mut sock_storage, &mut drop_storage);
+                    let mut notes = Vec::new();
+                    let (sockets, drops) = crate::diagnose::load_probes(
+                        &mut sock_storage,
+                        &mut drop_storage,
+                        &mut notes,
+                    );
+                    for n in &notes {
+                        tracing::warn!("{n}");
+                    }
                     shared.view_mut().health.notes = notes;
                     monitor::Monitor::new(shared.clone(), rules, dp, sockets, drops)
                 })();
@@ -132,41 +138,6 @@ async fn spawn_monitor(
         .await
         .map_err(|_| anyhow::anyhow!("the monitor thread ended while loading"))??;
     Ok(thread)
-}
-
-/// The socket and drop probes, each optional: what is missing becomes a note (logged, and
-/// shown by `/readyz`).
-fn load_probes<'obj>(
-    sock_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    drop_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-) -> (
-    Option<SocketProbes<'obj>>,
-    Option<DropProbe<'obj>>,
-    Vec<String>,
-) {
-    let mut notes = Vec::new();
-    let sockets = match SocketProbes::load(sock_storage) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            notes.push(format!("socket telemetry unavailable: {e}"));
-            None
-        }
-    };
-    let drops = match DropProbe::load(drop_storage) {
-        Ok(Some(d)) => Some(d),
-        Ok(None) => {
-            notes.push("this kernel has no kfree_skb BTF tracepoint: no drop reasons".into());
-            None
-        }
-        Err(e) => {
-            notes.push(format!("drop reasons unavailable: {e}"));
-            None
-        }
-    };
-    for n in &notes {
-        tracing::warn!("{n}");
-    }
-    (sockets, drops, notes)
 }
 
 /// Waits for SIGTERM or SIGINT and names it.

@@ -64,6 +64,38 @@ pub trait Progress {
     fn step(&self, message: &str);
 }
 
+/// Loads the socket and drop probes, each optional: what this kernel lacks becomes a note
+/// saying what the findings lose (the agent shows the same notes in `/readyz`).
+pub(crate) fn load_probes<'obj>(
+    sock_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    drop_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    notes: &mut Vec<String>,
+) -> (Option<SocketProbes<'obj>>, Option<DropProbe<'obj>>) {
+    let sockets = match SocketProbes::load(sock_storage) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            notes.push(format!(
+                "socket telemetry unavailable ({e}): flow findings are based on packets only"
+            ));
+            None
+        }
+    };
+    let drops = match DropProbe::load(drop_storage) {
+        Ok(Some(d)) => Some(d),
+        Ok(None) => {
+            notes.push(
+                "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
+            );
+            None
+        }
+        Err(e) => {
+            notes.push(format!("drop reasons unavailable: {e}"));
+            None
+        }
+    };
+    (sockets, drops)
+}
+
 /// Probes run at most this many targets, so a diagnosis stays bounded in time.
 const MAX_PROBE_TARGETS: usize = 4;
 
@@ -106,29 +138,8 @@ pub async fn diagnose(
         }
     }
     let mut sock_storage = MaybeUninit::uninit();
-    let sockets = match SocketProbes::load(&mut sock_storage) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            notes.push(format!(
-                "socket telemetry unavailable ({e}): flow findings are based on packets only"
-            ));
-            None
-        }
-    };
     let mut drop_storage = MaybeUninit::uninit();
-    let drops = match DropProbe::load(&mut drop_storage) {
-        Ok(Some(d)) => Some(d),
-        Ok(None) => {
-            notes.push(
-                "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
-            );
-            None
-        }
-        Err(e) => {
-            notes.push(format!("drop reasons unavailable: {e}"));
-            None
-        }
-    };
+    let (sockets, drops) = load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
 
     let start = collect::Snapshot::take(&tun, drops.as_ref())?;
     let dp_start = dp.snapshot()?;

@@ -43,6 +43,16 @@ fn query(state: StateFilter) -> FindingQuery {
     }
 }
 
+/// Timestamps of the samples a default query returns (the first page, oldest first).
+fn sample_times(s: &Store) -> Vec<i64> {
+    s.samples(&SampleQuery::default())
+        .expect("samples")
+        .items
+        .iter()
+        .map(|x| x.ts_ms)
+        .collect()
+}
+
 fn all_findings(s: &Store) -> Vec<StoredFinding> {
     s.findings(&FindingQuery {
         limit: 1000,
@@ -512,13 +522,7 @@ fn prune_by_age() {
             findings: 1
         }
     );
-    let ts: Vec<i64> = s
-        .samples(&SampleQuery::default())
-        .expect("samples")
-        .items
-        .iter()
-        .map(|x| x.ts_ms)
-        .collect();
+    let ts = sample_times(&s);
     assert_eq!(ts, [now - day_ms, now - 1000]);
     let mut ids: Vec<String> = all_findings(&s).into_iter().map(|f| f.id).collect();
     ids.sort();
@@ -553,13 +557,7 @@ fn prune_by_rows() {
             findings: 2
         }
     );
-    let ts: Vec<i64> = s
-        .samples(&SampleQuery::default())
-        .expect("samples")
-        .items
-        .iter()
-        .map(|x| x.ts_ms)
-        .collect();
+    let ts = sample_times(&s);
     assert_eq!(ts, [3, 4, 5], "the newest are kept");
     let ids: Vec<String> = all_findings(&s).into_iter().map(|f| f.id).collect();
     assert_eq!(

@@ -66,6 +66,10 @@ pub struct Options {
     pub method: AttachMethod,
     /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
     pub tunnel_ports: Vec<TunnelPort>,
+    /// Parse every packet with the general stages, skipping the fast path for plain TCP
+    /// (`fast_parse` in packet.bpf.c). The figures are the same, only slower: this exists so
+    /// that a test can prove it by running both on the same packets.
+    pub stages_only: bool,
 }
 
 impl Default for Options {
@@ -75,6 +79,7 @@ impl Default for Options {
             xdp_mode: XdpMode::Auto,
             method: AttachMethod::Link,
             tunnel_ports: Vec::new(),
+            stages_only: false,
         }
     }
 }
@@ -145,6 +150,7 @@ impl<'obj> Dataplane<'obj> {
             )))
         })?;
         rodata.size_bounds = SIZE_BUCKET_BOUNDS;
+        rodata.stages_only = u32::from(options.stages_only);
         let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
             Error::Load(libbpf_rs::Error::from(std::io::Error::other(
                 "packet.bpf.c has no .bss",

@@ -255,6 +255,7 @@ impl DataplaneArgs {
             xdp_mode: self.xdp_mode,
             method: self.attach,
             tunnel_ports: self.tunnel_ports.clone(),
+            ..Options::default()
         })
     }
 }

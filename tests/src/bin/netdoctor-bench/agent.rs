@@ -62,7 +62,7 @@ fn free_port(ns: &Netns) -> Result<u16> {
 }
 
 /// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 if that fails).
-fn clk_tck() -> f64 {
+pub(crate) fn clk_tck() -> f64 {
     cmd::host_run(&["getconf", "CLK_TCK"])
         .ok()
         .and_then(|s| s.trim().parse::<f64>().ok())

@@ -19,6 +19,12 @@
 //! separate run of the same configuration with the empty programs in netdoctor's place
 //! (whose throughput is reported too: it is what XDP itself costs, whatever the program).
 //!
+//! Because the throughput ratio cannot resolve a cost of 1 % here, the report also gives
+//! each configuration's *CPU share*: the programs' run time above the floor (Δ × runs) over
+//! the CPU time the machine spent busy during the same run (`/proc/stat`: user, nice,
+//! system, irq, softirq; steal left out). A transfer bound by CPU loses about that share of
+//! its throughput to netdoctor.
+//!
 //! netdoctor's programs are identified by id: the `nd_*` programs whose id appeared after
 //! that netdoctor process started *and* that are attached to the watched interface (other
 //! netdoctor processes on the machine may have `nd_*` programs loaded).
@@ -617,6 +623,8 @@ struct Run {
     flows_total: Option<u64>,
     /// The hooks netdoctor reported (`hooks.ingress`).
     ingress_hook: Option<String>,
+    /// CPU time the machine spent busy during the iperf3 run (see [`cpu_busy_ns`]).
+    cpu_busy_ns: Option<u64>,
 }
 
 impl Run {
@@ -788,13 +796,35 @@ impl Lab {
 }
 
 /// Statistics deltas of `ids` around `f`.
+/// CPU time all CPUs spent busy since boot, in ns, from `/proc/stat`: user, nice, system,
+/// irq and softirq. Idle, iowait and steal (time the hypervisor gave to someone else) are
+/// left out.
+fn cpu_busy_ns(clk_tck: f64) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let ticks = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)?;
+    Some((ticks as f64 / clk_tck * 1e9) as u64)
+}
+
+/// Runs `f` and returns, beside its result, what each program in `ids` ran meanwhile and
+/// how much CPU time the machine spent busy.
 fn measure<T>(
     ids: &[(Role, Hook, u32)],
     f: impl FnOnce() -> Result<T>,
-) -> Result<(T, Vec<ProgRun>)> {
+) -> Result<(T, Vec<ProgRun>, Option<u64>)> {
+    let clk_tck = agent::clk_tck();
+    let busy_before = cpu_busy_ns(clk_tck);
     let before = all_programs();
     let out = f()?;
     let after = all_programs();
+    let busy = cpu_busy_ns(clk_tck)
+        .zip(busy_before)
+        .map(|(b, a)| b.saturating_sub(a));
     let mut progs = Vec::new();
     for &(role, hook, id) in ids {
         let (Some(b), Some(a)) = (before.get(&id), after.get(&id)) else {
@@ -809,7 +839,7 @@ fn measure<T>(
             run_time_ns: a.run_time_ns.saturating_sub(b.run_time_ns),
         });
     }
-    Ok((out, progs))
+    Ok((out, progs, busy))
 }
 
 /// Starts `netdoctor flows` on the watched interface and finds its attached programs.
@@ -892,6 +922,7 @@ fn run_once(
         counters: None,
         flows_total: None,
         ingress_hook: None,
+        cpu_busy_ns: None,
     };
     let started = Instant::now();
     let report = match kind {
@@ -909,8 +940,9 @@ fn run_once(
                 .map(|&(h, id)| (Role::Netdoctor, h, id))
                 .collect();
             ids.extend(floor_hooks.iter().map(|&h| (Role::Floor, h, floor.id(h))));
-            let (report, progs) = measure(&ids, || lab.iperf(secs, parallel))?;
+            let (report, progs, busy) = measure(&ids, || lab.iperf(secs, parallel))?;
             drop(links);
+            run.cpu_busy_ns = busy;
             let json = finish_netdoctor(nd)?;
             let counters = json.get("counters").cloned().unwrap_or(Value::Null);
             run.counters = Some((
@@ -946,8 +978,9 @@ fn run_once(
                 .iter()
                 .map(|&h| (Role::Floor, h, floor.id(h)))
                 .collect();
-            let (report, progs) = measure(&ids, || lab.iperf(secs, parallel))?;
+            let (report, progs, busy) = measure(&ids, || lab.iperf(secs, parallel))?;
             drop(links);
+            run.cpu_busy_ns = busy;
             run.programs = progs;
             report
         }
@@ -1912,6 +1945,23 @@ struct ProgRow {
     floor_same_run: bool,
     runs_per_s: Option<f64>,
     segments_per_run: Option<f64>,
+    /// Median over runs of the program's run time above the floor (Δ × runs) as a share
+    /// of the CPU time the machine spent busy in that run: what a CPU-bound transfer loses
+    /// to it.
+    cpu_share: Option<f64>,
+}
+
+/// Per configuration, the CPU share of each program that has one.
+fn cpu_shares(rows: &[ProgRow]) -> Vec<(Config, Vec<(String, f64)>)> {
+    let mut out: Vec<(Config, Vec<(String, f64)>)> = Vec::new();
+    for r in rows {
+        let Some(share) = r.cpu_share else { continue };
+        match out.iter_mut().find(|(c, _)| *c == r.config) {
+            Some((_, v)) => v.push((r.name.clone(), share)),
+            None => out.push((r.config, vec![(r.name.clone(), share)])),
+        }
+    }
+    out
 }
 
 fn throughput_rows(runs: &[Run], parallel: u32) -> Vec<ThroughputRow> {
@@ -2011,6 +2061,20 @@ fn prog_rows(runs: &[Run], parallel: u32, configs: &[Config]) -> Vec<ProgRow> {
                 .iter()
                 .filter_map(|r| r.segments_per_run(hook))
                 .collect();
+            let median_floor = median(&floor_ns);
+            let shares: Vec<f64> = nd_runs
+                .iter()
+                .filter_map(|r| {
+                    let p = r.prog(Role::Netdoctor, hook)?;
+                    let floor = match r.prog(Role::Floor, hook) {
+                        Some(f) => f.ns_per_run()?,
+                        None => median_floor?,
+                    };
+                    let above = (p.ns_per_run()? - floor).max(0.0) * p.runs as f64;
+                    let busy = r.cpu_busy_ns.filter(|b| *b > 0)? as f64;
+                    Some(above / busy)
+                })
+                .collect();
             let name = nd_runs
                 .iter()
                 .find_map(|r| r.prog(Role::Netdoctor, hook).map(|p| p.name.clone()))
@@ -2021,7 +2085,8 @@ fn prog_rows(runs: &[Run], parallel: u32, configs: &[Config]) -> Vec<ProgRow> {
                 hook,
                 name,
                 median_ns: median(&ns),
-                median_floor: median(&floor_ns),
+                median_floor,
+                cpu_share: median(&shares),
                 above_floor: above,
                 floor_same_run: same_run,
                 runs_per_s: median(&rates),
@@ -2260,6 +2325,29 @@ impl Report<'_> {
         }
         println!("  seg/run: wire segments per program run from netdoctor's own counters (counters.<dir>.segments / packets);");
         println!("           XDP cannot see gso_segs, so it counts every frame as one segment.");
+        println!();
+        println!(
+            "CPU share (Δ × runs / CPU time the machine spent busy in the run, median over rounds): what a transfer"
+        );
+        println!(
+            "bound by CPU loses to netdoctor's programs, without the noise of iperf3's throughput (target ≥ {:.0} % kept)",
+            TARGET_RATIO * 100.0
+        );
+        for (config, rows) in cpu_shares(&prog_rows(&self.runs, 1, &a.configs)) {
+            let total: f64 = rows.iter().map(|(_, s)| s).sum();
+            let parts = rows
+                .iter()
+                .map(|(name, s)| format!("{name} {:.2} %", s * 100.0))
+                .collect::<Vec<_>>()
+                .join(" + ");
+            println!(
+                "  {:<12} {:.2} % ({parts})  throughput kept ≈ {:.1} %  {}",
+                config.name(),
+                total * 100.0,
+                (1.0 - total) * 100.0,
+                verdict(1.0 - total >= TARGET_RATIO)
+            );
+        }
         if a.parallel > 1 {
             println!();
             println!(
@@ -2298,6 +2386,7 @@ impl Report<'_> {
                 "hook": r.hook.name(),
                 "program": r.name,
                 "runs_per_s": r.runs_per_s,
+                "cpu_share": r.cpu_share,
                 "segments_per_run": r.segments_per_run,
                 "ns_per_run": r.median_ns,
                 "floor_ns_per_run": r.median_floor,
@@ -2345,6 +2434,7 @@ impl Report<'_> {
                     "round": r.round + 1,
                     "parallel": r.parallel,
                     "gbps": r.gbps,
+                    "cpu_busy_ns": r.cpu_busy_ns,
                     "retransmits": r.retransmits,
                     "ingress_hook": r.ingress_hook,
                     "flows_total": r.flows_total,

@@ -972,7 +972,9 @@ static __always_inline int nd_flow(const struct nd_meta *m, const struct nd_l3 *
 		    (__u32)(h & (ND_FLOW_CACHE_SLOTS - 1));
 	struct nd_flow_slot *s = bpf_map_lookup_elem(&flow_cache, &idx);
 
-	if (!s || !s->used || !key_eq(&s->key, &p.key)) {
+	/* A used slot's key has a non-zero ifindex, as every packet's has: no need to read
+	 * `used` (in the slot's second cache line) to know the slot is not empty. */
+	if (!s || !key_eq(&s->key, &p.key)) {
 		nd_flow_miss(s, &p, retrans);
 		return 0;
 	}
@@ -984,7 +986,8 @@ static __always_inline int nd_flow(const struct nd_meta *m, const struct nd_l3 *
 		s->last_j = p.now_j;
 		s->last_ns = bpf_ktime_get_coarse_ns();
 	}
-	s->retrans_segs += retrans;
+	if (retrans)
+		s->retrans_segs += retrans;
 	note_max_seg(&s->max_seg, seg_len);
 	if (p.encap)
 		s->encap = p.encap;

@@ -60,10 +60,10 @@ struct nd_dir_stats {
 	__u64 packets;        /* frames or skbs seen by the hook */
 	__u64 segs;           /* wire segments: a GSO super-packet counts gso_segs */
 	__u64 bytes;          /* frame bytes as the hook sees them (L2 header included) */
+	__u64 gso_packets;    /* super-packets (more than one segment) */
 	__u64 size_hist[ND_SIZE_BUCKETS]; /* per-segment IP length, bounds from the agent */
 	__u64 non_ip;         /* ARP, LLDP, ...: counted, not parsed */
 	__u64 truncated;      /* headers shorter than they claim: counted, never dropped */
-	__u64 gso_packets;    /* super-packets (more than one segment) */
 	__u64 frag_first;     /* fragments with offset 0 and more to follow (not atomic ones) */
 	__u64 frag_later;     /* fragments with offset > 0 */
 	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */

@@ -66,9 +66,9 @@ pub struct Options {
     pub method: AttachMethod,
     /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
     pub tunnel_ports: Vec<TunnelPort>,
-    /// Parse every packet with the general stages, skipping the fast path for plain TCP
-    /// (`fast_parse` in packet.bpf.c). The figures are the same, only slower: this exists so
-    /// that a test can prove it by running both on the same packets.
+    /// Parse every packet with the general stages, skipping the inline fast path for plain
+    /// TCP and UDP (`fast_parse` in packet.bpf.c). The figures are the same, only slower:
+    /// this exists so that a test can prove it by running both on the same packets.
     pub stages_only: bool,
 }
 
@@ -234,6 +234,10 @@ impl<'obj> Dataplane<'obj> {
     /// attaching anything. Packets on interfaces that are not watched are ignored by the
     /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
+        // An empty flow-cache slot has ifindex 0 in its key (packet.bpf.c, nd_flow).
+        if index == 0 {
+            return Err(Error::NoInterfaceIndex);
+        }
         let mut slots = self.slots();
         let (slot, fresh) = match slots.get(&index) {
             Some(slot) => (*slot, false),

@@ -56,6 +56,9 @@ pub enum Error {
     /// More interfaces than the data plane's fixed-size table holds.
     #[error("at most {0} interfaces can be watched at once")]
     TooManyInterfaces(usize),
+    /// Interface index 0, which no interface has (the flow cache relies on that).
+    #[error("interface index 0 names no interface")]
+    NoInterfaceIndex,
 }
 
 /// Result alias for the library.

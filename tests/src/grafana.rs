@@ -112,6 +112,8 @@ pub struct Query {
 /// What Grafana's variables become.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Substitutions {
+    /// `$instance` (same forms as `interface`): a regex of Prometheus target instances.
+    pub instance: String,
     /// `$interface`, `${interface}`, `${interface:regex}`, `[[interface]]`: a regex, as
     /// Grafana renders a multi-value variable inside `=~"..."` (`.*` is "All", as the
     /// dashboard's `allValue`; `wg0|eth0` two interfaces).
@@ -125,9 +127,10 @@ pub struct Substitutions {
 }
 
 impl Default for Substitutions {
-    /// All interfaces, 1m rate interval, 15s interval, 1h range.
+    /// All instances and interfaces, 1m rate interval, 15s interval, 1h range.
     fn default() -> Self {
         Substitutions {
+            instance: ".*".to_owned(),
             interface: ".*".to_owned(),
             rate_interval: Duration::from_secs(60),
             interval: Duration::from_secs(15),
@@ -137,7 +140,7 @@ impl Default for Substitutions {
 }
 
 /// Replaces Grafana variables in `expr`: `$name`, `${name}`, `${name:format}` and
-/// `[[name]]` for `interface`, `__rate_interval`, `__interval`, `__interval_ms`,
+/// `[[name]]` for `instance`, `interface`, `__rate_interval`, `__interval`, `__interval_ms`,
 /// `__range`, `__range_s` and `__range_ms`. A `$` not followed by a name (a regex anchor
 /// such as `"eth0$"`) is left alone.
 ///
@@ -145,6 +148,7 @@ impl Default for Substitutions {
 pub fn substitute(expr: &str, subst: &Substitutions) -> Result<String> {
     let value = |name: &str| -> Result<String> {
         Ok(match name {
+            "instance" => subst.instance.clone(),
             "interface" => subst.interface.clone(),
             "__rate_interval" => prom_duration(subst.rate_interval),
             "__interval" => prom_duration(subst.interval),
@@ -332,18 +336,19 @@ mod tests {
     #[test]
     fn substitutes_every_form() -> Result<()> {
         let s = Substitutions {
+            instance: "10.0.0.7:9477".to_owned(),
             interface: "wg0|eth0".to_owned(),
             rate_interval: Duration::from_secs(60),
             interval: Duration::from_millis(15_500),
             range: Duration::from_secs(3600),
         };
         let got = substitute(
-            r#"rate(x{interface=~"$interface", a=~"${interface}", b=~"${interface:regex}", c=~"[[interface]]"}[$__rate_interval]) / $__interval_ms + increase(y[${__range}]) + $__range_s"#,
+            r#"rate(x{instance=~"$instance", interface=~"$interface", a=~"${interface}", b=~"${interface:regex}", c=~"[[interface]]"}[$__rate_interval]) / $__interval_ms + increase(y[${__range}]) + $__range_s"#,
             &s,
         )?;
         assert_eq!(
             got,
-            r#"rate(x{interface=~"wg0|eth0", a=~"wg0|eth0", b=~"wg0|eth0", c=~"wg0|eth0"}[60s]) / 15500 + increase(y[3600s]) + 3600"#
+            r#"rate(x{instance=~"10.0.0.7:9477", interface=~"wg0|eth0", a=~"wg0|eth0", b=~"wg0|eth0", c=~"wg0|eth0"}[60s]) / 15500 + increase(y[3600s]) + 3600"#
         );
         assert_eq!(substitute("z[$__interval]", &s)?, "z[15500ms]");
         Ok(())
@@ -362,7 +367,7 @@ mod tests {
     #[test]
     fn unknown_variables_are_errors() {
         let s = Substitutions::default();
-        assert!(substitute("up{instance=~\"$instance\"}", &s).is_err());
+        assert!(substitute("up{job=~\"$job\"}", &s).is_err());
         assert!(substitute("up{instance=~\"${host:pipe}\"}", &s).is_err());
         assert!(substitute("up{instance=~\"${interface\"}", &s).is_err());
     }

@@ -193,6 +193,8 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
     // Every Grafana panel's query returns at least one series.
     let dashboard = Dashboard::load_default()?;
     let subs = Substitutions {
+        // Prometheus's `instance` is the scraped address; the dots match themselves too.
+        instance: agent.addr().to_string(),
         interface: format!("{wg}|{veth}"),
         rate_interval: Duration::from_secs(30),
         interval: Duration::from_secs(5),

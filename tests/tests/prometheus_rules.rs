@@ -365,7 +365,7 @@ fn every_alert_is_labelled_documented_tested_and_loads_in_prometheus() -> Result
 // --- Grafana ----------------------------------------------------------------------
 
 #[test]
-fn grafana_dashboard_is_importable_and_filters_by_interface() -> Result<()> {
+fn grafana_dashboard_is_importable_and_filters_by_instance_and_interface() -> Result<()> {
     let dashboard = Dashboard::load_default()?;
     let json = dashboard.json();
     ensure!(
@@ -389,30 +389,44 @@ fn grafana_dashboard_is_importable_and_filters_by_interface() -> Result<()> {
         ds.kind == "datasource" && ds.query == "prometheus",
         "datasource variable: {ds:?}"
     );
-    let iface = dashboard
-        .variable("interface")
-        .context("no `interface` variable")?;
-    ensure!(iface.kind == "query", "interface variable: {iface:?}");
+    // Instance first (interface names repeat across hosts), then the interfaces of the
+    // chosen instances.
+    let names: Vec<String> = dashboard.variables().into_iter().map(|v| v.name).collect();
     ensure!(
-        iface.query == "label_values(netdoctor_interface_info, interface)",
-        "interface variable query: {:?}",
-        iface.query
+        names == ["datasource", "instance", "interface"],
+        "variables {names:?}"
     );
-    ensure!(
-        iface.multi && iface.include_all,
-        "interface variable must be multi with All: {iface:?}"
-    );
-    // "All" must match drops on no device (no interface label) too.
-    ensure!(
-        iface.all_value.as_deref() == Some(".*"),
-        "allValue {:?}",
-        iface.all_value
-    );
-    ensure!(
-        iface.datasource.as_ref().and_then(|d| d["uid"].as_str()) == Some(DATASOURCE_UID),
-        "interface variable data source: {:?}",
-        iface.datasource
-    );
+    for (name, query) in [
+        (
+            "instance",
+            "label_values(netdoctor_interface_info, instance)",
+        ),
+        (
+            "interface",
+            r#"label_values(netdoctor_interface_info{instance=~"$instance"}, interface)"#,
+        ),
+    ] {
+        let v = dashboard
+            .variable(name)
+            .with_context(|| format!("no `{name}` variable"))?;
+        ensure!(v.kind == "query", "{name} variable: {v:?}");
+        ensure!(v.query == query, "{name} variable query: {:?}", v.query);
+        ensure!(
+            v.multi && v.include_all,
+            "{name} variable must be multi with All: {v:?}"
+        );
+        // "All" must match drops on no device (no interface label) too.
+        ensure!(
+            v.all_value.as_deref() == Some(".*"),
+            "{name} allValue {:?}",
+            v.all_value
+        );
+        ensure!(
+            v.datasource.as_ref().and_then(|d| d["uid"].as_str()) == Some(DATASOURCE_UID),
+            "{name} variable data source: {:?}",
+            v.datasource
+        );
+    }
 
     let mut ids = BTreeSet::new();
     for panel in dashboard.panels() {
@@ -452,10 +466,10 @@ fn grafana_dashboard_is_importable_and_filters_by_interface() -> Result<()> {
                     .strip_prefix('{')
                     .and_then(|s| s.split('}').next())
                     .unwrap_or("");
-                if !selector.contains(r#"interface=~"$interface""#) {
-                    problems.push(format!(
-                        "{at}: {metric} is not filtered by interface=~\"$interface\""
-                    ));
+                for filter in [r#"instance=~"$instance""#, r#"interface=~"$interface""#] {
+                    if !selector.contains(filter) {
+                        problems.push(format!("{at}: {metric} is not filtered by {filter}"));
+                    }
                 }
             }
         }
@@ -515,6 +529,7 @@ fn grafana_queries_are_accepted_by_prometheus() -> Result<()> {
     for subst in [
         Substitutions::default(),
         Substitutions {
+            instance: "127.0.0.1:9000".to_owned(),
             interface: "wg0|eth0".to_owned(),
             rate_interval: Duration::from_secs(30),
             interval: Duration::from_secs(15),
@@ -562,7 +577,13 @@ fn grafana_queries_return_series_for_every_api_metric() -> Result<()> {
     );
 
     let dashboard = Dashboard::load_default()?;
+    // The instance variable's value, as Prometheus labels the scraped target.
+    ensure!(
+        prom.label_values("instance", "netdoctor_interface_info")? == [exporter.target()],
+        "the instance variable's values"
+    );
     let subst = Substitutions {
+        instance: exporter.target(),
         interface: "wg0".to_owned(),
         rate_interval: Duration::from_secs(10),
         interval: Duration::from_secs(1),

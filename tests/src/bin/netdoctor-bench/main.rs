@@ -795,7 +795,6 @@ impl Lab {
     }
 }
 
-/// Statistics deltas of `ids` around `f`.
 /// CPU time all CPUs spent busy since boot, in ns, from `/proc/stat`: user, nice, system,
 /// irq and softirq. Idle, iowait and steal (time the hypervisor gave to someone else) are
 /// left out.
@@ -811,8 +810,8 @@ fn cpu_busy_ns(clk_tck: f64) -> Option<u64> {
     Some((ticks as f64 / clk_tck * 1e9) as u64)
 }
 
-/// Runs `f` and returns, beside its result, what each program in `ids` ran meanwhile and
-/// how much CPU time the machine spent busy.
+/// Runs `f` and returns, beside its result, the statistics deltas of the programs in `ids`
+/// and how much CPU time the machine spent busy meanwhile.
 fn measure<T>(
     ids: &[(Role, Hook, u32)],
     f: impl FnOnce() -> Result<T>,

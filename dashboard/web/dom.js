@@ -116,3 +116,15 @@ export function selectValue(select, value) {
   select.value = value;
   return true;
 }
+
+/** Sets the options of an interface filter to "all interfaces" plus `names`, rebuilding
+ * them only when the list changed, and keeps the current choice if it is still offered. */
+export function fillInterfaceOptions(select, names) {
+  const current = select.value;
+  const want = ['', ...names];
+  const have = [...select.options].map((o) => o.value);
+  if (JSON.stringify(want) !== JSON.stringify(have)) {
+    replaceContent(select, want.map((n) => h('option', { value: n }, n || 'all interfaces')));
+  }
+  select.value = want.includes(current) ? current : '';
+}

@@ -1,6 +1,6 @@
 // Findings: active and recent (GET /api/v1/findings?state=all&since=…), most important first.
 
-import { h, replaceContent, errorBox, selectValue } from '../dom.js';
+import { h, replaceContent, errorBox, selectValue, fillInterfaceOptions } from '../dom.js';
 import { sortFindings, findingKey, filterRows, routeHash } from '../model.js';
 import { renderFinding } from './finding.js';
 
@@ -38,16 +38,6 @@ export function createFindings(ctx) {
     section.dataset.state = 'ready';
   }
 
-  function fillInterfaces(names) {
-    const current = ifaceSel.value;
-    const want = ['', ...names];
-    const have = [...ifaceSel.options].map((o) => o.value);
-    if (JSON.stringify(want) !== JSON.stringify(have)) {
-      replaceContent(ifaceSel, want.map((n) => h('option', { value: n }, n || 'all interfaces')));
-    }
-    ifaceSel.value = want.includes(current) ? current : '';
-  }
-
   const syncHash = () => {
     const hash = routeHash('findings', { interface: ifaceSel.value || undefined });
     if (location.hash !== hash) history.replaceState(null, '', hash);
@@ -78,7 +68,7 @@ export function createFindings(ctx) {
       items = page.items || [];
       total = page.total || items.length;
       ctx.setFindingCount(items.filter((f) => f.state === 'active').length, null);
-      fillInterfaces([...new Set(items.map((f) => f.interface).filter(Boolean))].sort());
+      fillInterfaceOptions(ifaceSel, [...new Set(items.map((f) => f.interface).filter(Boolean))].sort());
       const sig = JSON.stringify(items);
       if (sig !== lastSig) {
         lastSig = sig;

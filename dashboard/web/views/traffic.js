@@ -1,7 +1,14 @@
 // Connections: local TCP sockets (GET /api/v1/sockets) and packet flows (GET /api/v1/flows),
 // sortable and filterable; cubic/reno sockets on lossy interfaces are highlighted.
 
-import { h, replaceContent, errorBox, relTime, selectValue } from '../dom.js';
+import {
+  h,
+  replaceContent,
+  errorBox,
+  relTime,
+  selectValue,
+  fillInterfaceOptions,
+} from '../dom.js';
 import {
   formatMicros, formatBytes, formatBitRate, formatPercent, formatCount, formatEndpoint,
   protocolName, NA,
@@ -88,16 +95,6 @@ export function createTraffic(ctx) {
   const data = { sockets: null, flows: null, interfaces: [], socketsTotal: 0, flowsTotal: 0 };
   let lastSig = '';
 
-  function fillInterfaces(names) {
-    const current = ifaceSel.value;
-    const want = ['', ...names];
-    const have = [...ifaceSel.options].map((o) => o.value);
-    if (JSON.stringify(want) !== JSON.stringify(have)) {
-      replaceContent(ifaceSel, want.map((n) => h('option', { value: n }, n || 'all interfaces')));
-    }
-    ifaceSel.value = want.includes(current) ? current : '';
-  }
-
   function render() {
     const lossy = lossyInterfaces(data.interfaces, data.sockets || []);
     const iface = ifaceSel.value;
@@ -139,7 +136,7 @@ export function createTraffic(ctx) {
       if (fls.status === 'fulfilled') { data.flows = fls.value.items || []; data.flowsTotal = fls.value.total || 0; }
       const names = new Set(data.interfaces.map((i) => i.name));
       for (const r of [...(data.sockets || []), ...(data.flows || [])]) if (r.interface) names.add(r.interface);
-      fillInterfaces([...names].sort());
+      fillInterfaceOptions(ifaceSel, [...names].sort());
       replaceContent(status, [...new Set(problems.map((e) => e.message))].map((m) => errorBox(m, data.sockets ? '(showing the last answer)' : '')));
       const sig = JSON.stringify(data);
       if (sig !== lastSig) {

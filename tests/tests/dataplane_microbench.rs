@@ -16,9 +16,10 @@ use netdoctor_lab::ci;
 
 const LO: u32 = 1;
 
-fn frame_tcp(sport: u16, seq: u32, payload: usize) -> Vec<u8> {
+/// Ethernet + IPv4 (10.0.0.1 -> 10.0.0.2, DF) around a transport header and payload.
+fn frame_v4(proto: u8, l4: &[u8]) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
-    let tot = 20 + 20 + payload;
+    let tot = 20 + l4.len();
     f.extend([
         0x45,
         0,
@@ -29,44 +30,34 @@ fn frame_tcp(sport: u16, seq: u32, payload: usize) -> Vec<u8> {
         0x40,
         0,
         64,
-        6,
+        proto,
         0,
         0,
     ]);
     f.extend([10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(sport.to_be_bytes());
-    f.extend(5201u16.to_be_bytes());
-    f.extend(seq.to_be_bytes());
-    f.extend(0u32.to_be_bytes());
-    f.extend([0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
-    f.extend(std::iter::repeat_n(0xab, payload));
+    f.extend(l4);
     f
 }
 
+fn frame_tcp(sport: u16, seq: u32, payload: usize) -> Vec<u8> {
+    let mut l4 = Vec::new();
+    l4.extend(sport.to_be_bytes());
+    l4.extend(5201u16.to_be_bytes());
+    l4.extend(seq.to_be_bytes());
+    l4.extend(0u32.to_be_bytes());
+    l4.extend([0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+    l4.extend(std::iter::repeat_n(0xab, payload));
+    frame_v4(6, &l4)
+}
+
 fn frame_udp(sport: u16, payload: usize) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
-    let tot = 20 + 8 + payload;
-    f.extend([
-        0x45,
-        0,
-        (tot >> 8) as u8,
-        tot as u8,
-        0,
-        0,
-        0x40,
-        0,
-        64,
-        17,
-        0,
-        0,
-    ]);
-    f.extend([10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(sport.to_be_bytes());
-    f.extend(9999u16.to_be_bytes());
-    f.extend(((8 + payload) as u16).to_be_bytes());
-    f.extend([0, 0]);
-    f.extend(std::iter::repeat_n(0xcd, payload));
-    f
+    let mut l4 = Vec::new();
+    l4.extend(sport.to_be_bytes());
+    l4.extend(9999u16.to_be_bytes());
+    l4.extend(((8 + payload) as u16).to_be_bytes());
+    l4.extend([0, 0]);
+    l4.extend(std::iter::repeat_n(0xcd, payload));
+    frame_v4(17, &l4)
 }
 
 /// Mean ns per run of `repeat` runs of `kind` on `data`, as the kernel timed them.

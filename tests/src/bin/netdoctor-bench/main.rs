@@ -816,7 +816,9 @@ fn measure<T>(
     ids: &[(Role, Hook, u32)],
     f: impl FnOnce() -> Result<T>,
 ) -> Result<(T, Vec<ProgRun>, Option<u64>)> {
-    let clk_tck = agent::clk_tck();
+    // Asked once (it runs `getconf`), not at every run.
+    static CLK_TCK: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let clk_tck = *CLK_TCK.get_or_init(agent::clk_tck);
     let busy_before = cpu_busy_ns(clk_tck);
     let before = all_programs();
     let out = f()?;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::wire::{nd_dir_stats, nd_iface_stats};
+use crate::wire::nd_dir_stats;
 
 /// Upper bounds of the packet-size buckets (IP length of one segment), chosen for MTU work:
 /// minimum IPv4 MTU, IPv6 minimum MTU, common tunnel MTUs (WireGuard over IPv6 1420 / IPv4
@@ -72,7 +72,8 @@ impl DirCounters {
         }
     }
 
-    fn add(&mut self, s: &nd_dir_stats) {
+    /// Adds one CPU's counters.
+    pub(crate) fn add(&mut self, s: &nd_dir_stats) {
         self.packets += s.packets;
         self.segments += s.segs;
         self.bytes += s.bytes;
@@ -116,14 +117,13 @@ impl IfaceCounters {
         }
     }
 
-    /// Sums the per-CPU values of one `iface_stats` entry.
-    pub(crate) fn sum<'a>(per_cpu: impl IntoIterator<Item = &'a nd_iface_stats>) -> Self {
-        let mut out = IfaceCounters::default();
-        for s in per_cpu {
-            out.ingress.add(&s.dir[0]);
-            out.egress.add(&s.dir[1]);
+    /// The counters of direction `dir` (0: ingress, 1: egress).
+    pub(crate) fn dir_mut(&mut self, dir: u32) -> &mut DirCounters {
+        if dir == 0 {
+            &mut self.ingress
+        } else {
+            &mut self.egress
         }
-        out
     }
 }
 

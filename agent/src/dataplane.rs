@@ -18,7 +18,7 @@ use crate::flows::Flow;
 use crate::iface::{Interface, LinkType};
 use crate::pmtu::TooBig;
 use crate::wire::{
-    decode, encode, nd_flow_key, nd_flow_stats, nd_iface_stats, nd_ptb_key, nd_ptb_stats, Encap,
+    decode, encode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats, Encap,
 };
 
 /// Mirrors `ND_MAX_IFACES` in netdoctor.h.
@@ -118,6 +118,8 @@ pub struct Dataplane<'obj> {
     /// Counter slot of each watched interface (behind a lock so that watching needs no
     /// exclusive borrow, like every other map operation).
     slots: std::sync::Mutex<HashMap<u32, u32>>,
+    /// Possible CPUs: `iface_stats` and `flow_cache` hold a run of values for each.
+    cpus: u32,
     /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
     flow_cache: SlotView,
     options: Options,
@@ -160,30 +162,34 @@ impl<'obj> Dataplane<'obj> {
             bss.user_port_encap[i] = tp.encap as u8;
             bss.user_ports[i] = tp.port;
         }
-        // Each possible CPU gets its own run of flow-cache slots (packet.bpf.c indexes them
-        // by the CPU number).
+        // Each possible CPU gets its own run of flow-cache slots and interface counters
+        // (packet.bpf.c indexes them by the CPU number).
         let cpus = libbpf_rs::num_possible_cpus()
             .map_err(Error::from_load)
             .and_then(|n| {
-                u32::try_from(n)
-                    .ok()
-                    .and_then(|n| n.checked_mul(flow_cache::SLOTS_PER_CPU))
-                    .ok_or_else(|| {
-                        Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
-                            "{n} possible CPUs"
-                        ))))
-                    })
+                u32::try_from(n).map_err(|_| {
+                    Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
+                        "{n} possible CPUs"
+                    ))))
+                })
             })?;
-        open.maps
-            .flow_cache
-            .set_max_entries(cpus)
-            .map_err(Error::from_load)?;
+        let per_cpu = |map: &mut libbpf_rs::OpenMapMut<'_>, values: u32| {
+            let total = cpus.checked_mul(values).ok_or_else(|| {
+                Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
+                    "{cpus} possible CPUs"
+                ))))
+            })?;
+            map.set_max_entries(total).map_err(Error::from_load)
+        };
+        per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
+        per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
         Ok(Dataplane {
             skel,
             attached: HashMap::new(),
             slots: std::sync::Mutex::new(HashMap::new()),
+            cpus,
             flow_cache,
             options,
         })
@@ -234,34 +240,43 @@ impl<'obj> Dataplane<'obj> {
     /// attaching anything. Packets on interfaces that are not watched are ignored by the
     /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
-        // An empty flow-cache slot has ifindex 0 in its key (packet.bpf.c, nd_flow).
+        // An empty flow-cache slot has ifindex 0 in its key (packet.bpf.c, nd_flow), and a
+        // free counter slot has owner 0.
         if index == 0 {
             return Err(Error::NoInterfaceIndex);
         }
         let mut slots = self.slots();
-        let (slot, fresh) = match slots.get(&index) {
-            Some(slot) => (*slot, false),
+        let link = u32::from(link == LinkType::RawIp);
+        let slot = match slots.get(&index) {
+            Some(slot) => *slot,
             None => {
-                let slot = (0..MAX_IFACES as u32)
+                // The programs look for an interface's counters in slot
+                // ifindex % MAX_IFACES first, so that one is taken if free.
+                let preferred = index % MAX_IFACES as u32;
+                let slot = std::iter::once(preferred)
+                    .chain(0..MAX_IFACES as u32)
                     .find(|s| !slots.values().any(|used| used == s))
                     .ok_or(Error::TooManyInterfaces(MAX_IFACES))?;
+                // A fresh slot's counters start from zero with MTU and link in place
+                // before it names its owner: the programs count into a slot only once it
+                // does, so no packet sees the new owner with a stale MTU.
+                self.write_counters(slot, |_| nd_iface_dir {
+                    mtu,
+                    link,
+                    ..Default::default()
+                })?;
                 slots.insert(index, slot);
-                (slot, true)
+                slot
             }
         };
-        // Counters (zeroed for a new slot) and MTU first, so the programs never count a new
-        // interface into stale figures once the mapping below points them at the slot.
-        self.write_counters(slot, |old| {
-            let mut v = if fresh {
-                nd_iface_stats::default()
-            } else {
-                old
-            };
-            v.mtu = mtu;
-            v.link = u32::from(link == LinkType::RawIp);
-            v
+        self.write_counters(slot, |old| nd_iface_dir {
+            ifindex: index,
+            mtu,
+            link,
+            ..old
         })?;
-        // Written every time: idempotent, and it repairs a mapping someone cleared.
+        // Slots other than the preferred one are found through this mapping. Written every
+        // time: idempotent, and it repairs a mapping someone cleared.
         let maps = &self.skel.maps;
         let (map, name): (&dyn MapCore, &'static str) = if index < SLOT_ARRAY_IFINDEX {
             (&maps.iface_slot, "iface_slot")
@@ -279,27 +294,38 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
-    /// Rewrites every CPU's counters of `slot` through `change`.
+    /// Keys of `slot`'s counters in `iface_stats`, with their direction (0: ingress), for
+    /// every CPU (packet.bpf.c, iface_index).
+    fn counter_keys(&self, slot: u32) -> impl Iterator<Item = ([u8; 4], u32)> {
+        (0..self.cpus).flat_map(move |cpu| {
+            (0..2).map(move |dir| {
+                let index = (cpu * MAX_IFACES as u32 + slot) * 2 + dir;
+                (index.to_ne_bytes(), dir)
+            })
+        })
+    }
+
+    /// Rewrites `slot`'s counters, both directions on every CPU, through `change`.
     fn write_counters(
         &self,
         slot: u32,
-        change: impl Fn(nd_iface_stats) -> nd_iface_stats,
+        change: impl Fn(nd_iface_dir) -> nd_iface_dir,
     ) -> Result<()> {
         let map = &self.skel.maps.iface_stats;
-        let key = slot.to_ne_bytes();
         let err = |source| Error::Map {
             map: "iface_stats",
             source,
         };
-        let per_cpu = map
-            .lookup_percpu(&key, MapFlags::ANY)
-            .map_err(err)?
-            .unwrap_or_default();
-        let values: Vec<Vec<u8>> = per_cpu
-            .iter()
-            .map(|bytes| encode(&change(decode(bytes).unwrap_or_default())).to_vec())
-            .collect();
-        map.update_percpu(&key, &values, MapFlags::ANY).map_err(err)
+        for (key, _) in self.counter_keys(slot) {
+            let old = map
+                .lookup(&key, MapFlags::ANY)
+                .map_err(err)?
+                .and_then(|bytes| decode(&bytes))
+                .unwrap_or_default();
+            map.update(&key, encode(&change(old)), MapFlags::ANY)
+                .map_err(err)?;
+        }
+        Ok(())
     }
 
     /// Attaches ingress and egress programs to `iface` and starts counting.
@@ -370,7 +396,7 @@ impl<'obj> Dataplane<'obj> {
         } else {
             maps.iface_slot_big.delete(&index.to_ne_bytes())
         };
-        let _ = self.write_counters(slot, |_| nd_iface_stats::default());
+        let _ = self.write_counters(slot, |_| nd_iface_dir::default());
     }
 
     /// Hooks in use on interface `index`, if attached.
@@ -384,19 +410,18 @@ impl<'obj> Dataplane<'obj> {
         let Some(slot) = slot else {
             return Ok(None);
         };
-        let per_cpu = self
-            .skel
-            .maps
-            .iface_stats
-            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|e| Error::Map {
+        let map = &self.skel.maps.iface_stats;
+        let mut sum = IfaceCounters::default();
+        for (key, dir) in self.counter_keys(slot) {
+            let value = map.lookup(&key, MapFlags::ANY).map_err(|e| Error::Map {
                 map: "iface_stats",
                 source: e,
             })?;
-        Ok(per_cpu.map(|values| {
-            let decoded: Vec<nd_iface_stats> = values.iter().filter_map(|b| decode(b)).collect();
-            IfaceCounters::sum(&decoded)
-        }))
+            if let Some(v) = value.and_then(|bytes| decode::<nd_iface_dir>(&bytes)) {
+                sum.dir_mut(dir).add(&v.s);
+            }
+        }
+        Ok(Some(sum))
     }
 
     /// Every flow: the table's entries plus what the per-CPU flow cache holds of them

@@ -8,15 +8,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 pub use crate::bpf::packet::types::{
-    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_stats, nd_ptb_key,
-    nd_ptb_stats,
+    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
 // netdoctor.h made only of integers and integer arrays, with explicit padding fields, so
 // every bit pattern of the right length is a valid value.
 // SAFETY: see above.
-unsafe impl plain::Plain for nd_iface_stats {}
+unsafe impl plain::Plain for nd_iface_dir {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_flow_key {}
 // SAFETY: see above.

@@ -12,8 +12,8 @@
 
 /* Map sizes: fixed, so memory use is known up front (see README "Memory"). */
 #define ND_MAX_IFACES 256
-/* Interfaces with a smaller ifindex find their counters through an array (no hashing on
- * the hot path); larger ones through a hash. */
+/* When an interface does not own slot ifindex % ND_MAX_IFACES, its slot is found through an
+ * array for an ifindex below this, through a hash above. */
 #define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
 /* Per-CPU flow cache in front of `flows` (see packet.bpf.c): slots per CPU (a power of 2),
@@ -71,14 +71,22 @@ struct nd_dir_stats {
 	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
 };
 
-/* Value of the per-CPU `iface_stats` array, indexed by the interface's slot. The agent
- * assigns the slot (`iface_slot`: ifindex -> slot + 1, 0 = not watched) and writes mtu and
- * link when it attaches; packets on interfaces without a slot are ignored, so the hot path
- * never allocates. */
-struct nd_iface_stats {
+/* One direction of one watched interface on one CPU: a value of `iface_stats`, at index
+ * (cpu * ND_MAX_IFACES + slot) * 2 + dir. The agent gives an interface the slot
+ * ifindex % ND_MAX_IFACES when it is free (another one when two watched interfaces share
+ * the remainder, found through `iface_slot`), so a packet finds its counters from its
+ * ifindex and its CPU alone: one load, no chain of lookups, which under load costs a cache
+ * miss each. The agent writes mtu and link, then `ifindex`, which makes the slot live; the
+ * programs count only into a value whose `ifindex` is the packet's, so they never
+ * allocate. 256 bytes in a page-aligned (mappable) array: the header and the counters
+ * every packet touches share the first two cache lines. */
+struct nd_iface_dir {
+	__u32 ifindex; /* the interface that owns the slot; 0: free */
 	__u32 mtu;
-	__u32 link; /* enum nd_link */
-	struct nd_dir_stats dir[2];
+	__u32 link;    /* enum nd_link */
+	__u32 pad;
+	struct nd_dir_stats s;
+	__u64 pad2[9];
 };
 
 /* Flow identity. IPv4 addresses occupy the first 4 bytes of the 16-byte fields.

@@ -140,8 +140,10 @@ fn object_ns_per_run() -> Result<()> {
     };
     let ncpu = libbpf_rs::num_possible_cpus()?;
     let mut open = ObjectBuilder::default().open_file(&path)?;
-    if let Some(mut m) = open.maps_mut().find(|m| m.name() == "flow_cache") {
-        m.set_max_entries(m.max_entries() * ncpu as u32)?;
+    for mut m in open.maps_mut() {
+        if m.name() == "flow_cache" || m.name() == "iface_stats" {
+            m.set_max_entries(m.max_entries() * ncpu as u32)?;
+        }
     }
     let obj = open.load()?;
     let find = |name: &str| {
@@ -149,11 +151,18 @@ fn object_ns_per_run() -> Result<()> {
             .find(|m| m.name() == name)
             .with_context(|| format!("map {name}"))
     };
-    find("iface_slot")?.update(&LO.to_ne_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)?;
+    // The loopback in its preferred slot (LO % 256) on every CPU, both directions: owner
+    // and MTU (struct nd_iface_dir).
     let stats = find("iface_stats")?;
     let mut v = vec![0u8; stats.value_size() as usize];
-    v[0..4].copy_from_slice(&1500u32.to_ne_bytes());
-    stats.update_percpu(&0u32.to_ne_bytes(), &vec![v; ncpu], MapFlags::ANY)?;
+    v[0..4].copy_from_slice(&LO.to_ne_bytes());
+    v[4..8].copy_from_slice(&1500u32.to_ne_bytes());
+    for cpu in 0..ncpu as u32 {
+        for dir in 0..2 {
+            let key = (cpu * 256 + LO % 256) * 2 + dir;
+            stats.update(&key.to_ne_bytes(), &v, MapFlags::ANY)?;
+        }
+    }
     let prog = |name: &str| -> Result<i32> {
         let p = obj
             .progs_mut()

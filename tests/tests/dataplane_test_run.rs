@@ -885,6 +885,40 @@ fn unwatched_interfaces_are_not_counted(dp: &Dataplane<'_>) -> Result<()> {
     Ok(())
 }
 
+/// An interface finds its counters in slot ifindex % 256 unless another watched interface
+/// took that slot first; then through `iface_slot` (ifindex below 65536) or `iface_slot_big`.
+/// Either way each interface counts only its own packets, and an interface keeps its slot
+/// and counters when the others go.
+fn slot_taken_by_same_remainder_falls_back(dp: &Dataplane<'_>) -> Result<()> {
+    let same_remainder = [LO + 256, LO + 65536];
+    for index in same_remainder {
+        dp.watch(index, 1500, LinkType::Ether)?;
+    }
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    let mut e = Expect::new(dp);
+    let frame = pkt::v4(pkt::UDP, &pkt::udp(5000, 6000, &pkt::data(10)));
+    for kind in PROGRAMS {
+        e.on(kind);
+        e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
+        e.check()?;
+    }
+    for index in same_remainder {
+        let c = dp.counters(index)?.context("watched")?;
+        assert_eq!(
+            (c.ingress, c.egress),
+            (zero_dir(), zero_dir()),
+            "ifindex {index}"
+        );
+        dp.unwatch(index);
+    }
+    for kind in PROGRAMS {
+        e.on(kind);
+        e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
+        e.check()?;
+    }
+    Ok(())
+}
+
 /// Inputs the kernel refuses (see [`kernel_rejects`]) answer EINVAL and move no counter;
 /// the shortest accepted frames are counted.
 fn inputs_shorter_than_headers_are_rejected_uncounted(dp: &Dataplane<'_>) -> Result<()> {
@@ -2283,6 +2317,11 @@ fn hooks_verdicts_and_refused_inputs() -> Result<()> {
                 "unwatched_interfaces_are_not_counted",
                 None,
                 unwatched_interfaces_are_not_counted,
+            ),
+            (
+                "slot_taken_by_same_remainder_falls_back",
+                None,
+                slot_taken_by_same_remainder_falls_back,
             ),
             (
                 "inputs_shorter_than_headers_are_rejected_uncounted",

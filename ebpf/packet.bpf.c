@@ -197,14 +197,25 @@ struct nd_l4 {
  * the verifier accept `data + offset`. */
 #define ND_MAX_L4_OFF 0x3fff
 
+_Static_assert(ND_SIZE_BUCKETS == 10, "size_bucket searches nine bounds");
+
+/* The first bucket whose bound is >= len, by binary search over the sorted bounds: three
+ * or four comparisons where a walk from the smallest made up to nine for full-size
+ * segments. */
 static __always_inline __u32 size_bucket(__u32 len)
 {
-#pragma unroll
-	for (int i = 0; i < ND_SIZE_BUCKETS - 1; i++) {
-		if (len <= size_bounds[i])
-			return i;
+	if (len <= size_bounds[4]) {
+		if (len <= size_bounds[1])
+			return len <= size_bounds[0] ? 0 : 1;
+		if (len <= size_bounds[2])
+			return 2;
+		return len <= size_bounds[3] ? 3 : 4;
 	}
-	return ND_SIZE_BUCKETS - 1;
+	if (len <= size_bounds[6])
+		return len <= size_bounds[5] ? 5 : 6;
+	if (len <= size_bounds[7])
+		return 7;
+	return len <= size_bounds[8] ? 8 : 9;
 }
 
 /* Fills `out` from a parsed network header; `l4` is where the transport header starts. */

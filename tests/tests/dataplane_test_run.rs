@@ -840,17 +840,14 @@ fn hooks_count_loopback_ifindex_in_their_direction(dp: &Dataplane<'_>) -> Result
     }
     dp.watch(UNWATCHED_PROBE_IFINDEX, 1500, LinkType::Ether)?;
     let mut e = Expect::new(dp);
-    let frame = pkt::v4(pkt::UDP, &pkt::udp(5000, 6000, &pkt::data(10)));
-    for kind in PROGRAMS {
-        e.on(kind);
-        e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
-        e.check()?;
+    udp_through_every_program(&mut e, || {
         let untouched = dp
             .counters(UNWATCHED_PROBE_IFINDEX)?
             .context("second interface watched")?;
         assert_eq!(untouched.ingress, zero_dir());
         assert_eq!(untouched.egress, zero_dir());
-    }
+        Ok(())
+    })?;
     let c = counters(dp)?;
     assert_eq!((c.ingress.packets, c.egress.packets), (2, 1));
     // No interface has index 0; the flow cache takes a key with ifindex 0 for an empty slot.
@@ -896,12 +893,7 @@ fn slot_taken_by_same_remainder_falls_back(dp: &Dataplane<'_>) -> Result<()> {
     }
     dp.watch(LO, 1500, LinkType::Ether)?;
     let mut e = Expect::new(dp);
-    let frame = pkt::v4(pkt::UDP, &pkt::udp(5000, 6000, &pkt::data(10)));
-    for kind in PROGRAMS {
-        e.on(kind);
-        e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
-        e.check()?;
-    }
+    udp_through_every_program(&mut e, || Ok(()))?;
     for index in same_remainder {
         let c = dp.counters(index)?.context("watched")?;
         assert_eq!(
@@ -911,10 +903,21 @@ fn slot_taken_by_same_remainder_falls_back(dp: &Dataplane<'_>) -> Result<()> {
         );
         dp.unwatch(index);
     }
+    udp_through_every_program(&mut e, || Ok(()))
+}
+
+/// One small UDP packet through every program, each followed by a check of every counter
+/// and flow record and by `after`.
+fn udp_through_every_program(
+    e: &mut Expect<'_, '_>,
+    mut after: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let frame = pkt::v4(pkt::UDP, &pkt::udp(5000, 6000, &pkt::data(10)));
     for kind in PROGRAMS {
         e.on(kind);
         e.ip(&frame, 38, (pkt::UDP, A, 5000, B, 6000))?;
         e.check()?;
+        after()?;
     }
     Ok(())
 }

@@ -33,6 +33,7 @@ pub mod agent;
 pub mod attached;
 pub mod ci;
 pub mod cmd;
+pub mod diagnosis;
 pub mod grafana;
 mod ids;
 pub mod loss;

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::netdoctor::{self, EXIT_UNKNOWN};
 use netdoctor_lab::{
     ci, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
@@ -54,17 +55,9 @@ fn lab_ready(tools: &[&str]) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// Running `netdoctor diagnose --json` and reading its report.
+// Reading the report: JSON accessors whose errors show the value, and the verdict
+// the lossy-path scenarios share.
 // ---------------------------------------------------------------------------
-
-/// One finished `netdoctor diagnose --json`: exit code and the schema-checked report.
-#[derive(Debug)]
-struct Diagnosis {
-    label: String,
-    code: i32,
-    json: Value,
-    stderr: String,
-}
 
 fn get<'a>(v: &'a Value, key: &str) -> Result<&'a Value> {
     v.get(key)
@@ -103,181 +96,12 @@ fn as_bool(v: &Value, key: &str) -> Result<bool> {
         .with_context(|| format!("{key:?} is not a boolean in {}", short(v)))
 }
 
-fn as_array<'a>(v: &'a Value, key: &str) -> Result<&'a Vec<Value>> {
-    get(v, key)?
-        .as_array()
-        .with_context(|| format!("{key:?} is not an array in {}", short(v)))
+/// The gateway scenarios' verdict on a lossy path: exit 1, every problem a warning.
+trait WarningsOnly {
+    fn expect_warnings_only(&self) -> Result<()>;
 }
 
-fn severity_exit_code(severity: &str) -> i32 {
-    match severity {
-        "critical" => 2,
-        "warning" => 1,
-        _ => 0,
-    }
-}
-
-impl Diagnosis {
-    /// Parses the report and checks the documented schema.
-    fn parse(label: &str, code: i32, stdout: &str, stderr: &str) -> Result<Diagnosis> {
-        let json: Value = serde_json::from_str(stdout).with_context(|| {
-            format!(
-                "`{label}` (exit {code}) printed no JSON document; stderr: {} stdout: {}",
-                stderr.trim(),
-                stdout.trim()
-            )
-        })?;
-        as_str(&json, "interface")?;
-        as_str(&json, "kind")?;
-        as_f64(&json, "duration_s")?;
-        let facts = get(&json, "facts")?;
-        for key in [
-            "iface", "tunnel", "host", "traffic", "drops", "probe", "peers", "flows",
-        ] {
-            get(facts, key)?;
-        }
-        as_array(facts, "peers")?;
-        as_array(facts, "flows")?;
-        for f in as_array(&json, "findings")? {
-            as_str(f, "id")?;
-            let severity = as_str(f, "severity")?;
-            ensure!(
-                matches!(severity, "info" | "warning" | "critical"),
-                "unknown severity {severity:?} in {}",
-                short(f)
-            );
-            as_str(f, "summary")?;
-            as_str(f, "fix")?;
-            get(f, "evidence")?
-                .as_object()
-                .with_context(|| format!("evidence is not an object in {}", short(f)))?;
-        }
-        for n in as_array(&json, "notes")? {
-            n.as_str().context("a note is not a string")?;
-        }
-        Ok(Diagnosis {
-            label: label.to_owned(),
-            code,
-            json,
-            stderr: stderr.to_owned(),
-        })
-    }
-
-    fn findings(&self) -> &[Value] {
-        self.json
-            .get("findings")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice)
-    }
-
-    fn with_id(&self, id: &str) -> Vec<&Value> {
-        self.findings()
-            .iter()
-            .filter(|f| f.get("id").and_then(Value::as_str) == Some(id))
-            .collect()
-    }
-
-    /// Warning and critical findings.
-    fn problems(&self) -> Vec<&Value> {
-        self.findings()
-            .iter()
-            .filter(|f| {
-                matches!(
-                    f.get("severity").and_then(Value::as_str),
-                    Some("warning" | "critical")
-                )
-            })
-            .collect()
-    }
-
-    /// `facts.<section>`.
-    fn facts(&self, section: &str) -> Result<&Value> {
-        get(get(&self.json, "facts")?, section)
-    }
-
-    /// Everything useful in an assertion message.
-    fn describe(&self) -> String {
-        let findings: Vec<String> = self
-            .findings()
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} [{}] subject {} evidence {} summary {:?}",
-                    f.get("id").and_then(Value::as_str).unwrap_or("?"),
-                    f.get("severity").and_then(Value::as_str).unwrap_or("?"),
-                    f.get("subject").and_then(Value::as_str).unwrap_or("-"),
-                    f.get("evidence").map(Value::to_string).unwrap_or_default(),
-                    f.get("summary").and_then(Value::as_str).unwrap_or("")
-                )
-            })
-            .collect();
-        let fact = |k: &str| self.facts(k).map(Value::to_string).unwrap_or_default();
-        format!(
-            "`{}` exited {}\n  findings: [{}]\n  notes: {}\n  traffic: {}\n  drops: {}\n  \
-             flows: {}\n  peers: {}\n  tunnel: {}\n  host: {}\n  stderr: {}",
-            self.label,
-            self.code,
-            findings.join("; "),
-            self.json
-                .get("notes")
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            fact("traffic"),
-            fact("drops"),
-            fact("flows"),
-            fact("peers"),
-            fact("tunnel"),
-            fact("host"),
-            self.stderr.trim()
-        )
-    }
-
-    /// The exit code is the worst finding's (0 none/info, 1 warning, 2 critical).
-    fn check_exit_code(&self) -> Result<()> {
-        let worst = self
-            .findings()
-            .iter()
-            .filter_map(|f| f.get("severity").and_then(Value::as_str))
-            .map(severity_exit_code)
-            .max()
-            .unwrap_or(0);
-        ensure!(
-            self.code == worst,
-            "exit code {} does not match the worst finding (expected {worst}):\n{}",
-            self.code,
-            self.describe()
-        );
-        Ok(())
-    }
-
-    /// The findings with `id`: at least one, all with `severity`. Returns the first.
-    fn expect_finding(&self, id: &str, severity: &str) -> Result<&Value> {
-        let found = self.with_id(id);
-        let first = *found
-            .first()
-            .with_context(|| format!("no finding {id}:\n{}", self.describe()))?;
-        for f in &found {
-            let s = as_str(f, "severity")?;
-            ensure!(
-                s == severity,
-                "{id} has severity {s}, expected {severity}:\n{}",
-                self.describe()
-            );
-        }
-        Ok(first)
-    }
-
-    /// Exit 0 and no warning or critical finding.
-    fn expect_healthy(&self) -> Result<()> {
-        ensure!(
-            self.problems().is_empty() && self.code == 0,
-            "expected a healthy diagnosis (exit 0, no warning/critical):\n{}",
-            self.describe()
-        );
-        Ok(())
-    }
-
-    /// Exit 1 and every problem a warning (no critical).
+impl WarningsOnly for Diagnosis {
     fn expect_warnings_only(&self) -> Result<()> {
         let critical = self
             .problems()
@@ -381,7 +205,7 @@ fn mostly_answered(ping: &PingReport) -> bool {
 /// the one toward `server:5201` that sent the most.
 fn iperf_flow<'a>(d: &'a Diagnosis, server: &str) -> Result<&'a Value> {
     let remote = format!("{server}:{IPERF_PORT}");
-    let flows = d.facts("flows")?.as_array().context("flows")?;
+    let flows = d.at("/facts/flows")?.as_array().context("flows")?;
     flows
         .iter()
         .filter(|f| {
@@ -418,7 +242,7 @@ fn cubic_scenario(pair: &PairTopology, cc: &str, lossy: bool) -> Result<(Diagnos
         report.sender_congestion
     );
     ensure!(
-        as_bool(d.facts("host")?, "bbr_available")?,
+        as_bool(d.at("/facts/host")?, "bbr_available")?,
         "bbr is not available on this kernel, the rule cannot apply:\n{}",
         d.describe()
     );
@@ -446,7 +270,7 @@ fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
         report.retransmits
     );
 
-    let found = d.with_id("tcp.cubic_on_lossy_path");
+    let found = d.all("tcp.cubic_on_lossy_path");
     ensure!(
         found.len() == 1,
         "expected exactly one tcp.cubic_on_lossy_path (the iperf3 data connection):\n{}",
@@ -524,7 +348,7 @@ fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
         d.describe()
     );
     ensure!(
-        d.with_id("tcp.cubic_on_lossy_path").is_empty(),
+        d.all("tcp.cubic_on_lossy_path").is_empty(),
         "tcp.cubic_on_lossy_path reported for a bbr connection:\n{}",
         d.describe()
     );
@@ -580,12 +404,12 @@ fn forwarded_tcp(loss_percent: Option<u8>) -> Result<Diagnosis> {
     }
     // The router has no local TCP connection: whatever it finds is passive.
     ensure!(
-        d.facts("flows")?.as_array().is_some_and(Vec::is_empty),
+        d.at("/facts/flows")?.as_array().is_some_and(Vec::is_empty),
         "the router has no local sockets, facts.flows must be empty:\n{}",
         d.describe()
     );
     ensure!(
-        as_i64(d.facts("traffic")?, "tcp_segments")? >= 1000,
+        as_i64(d.at("/facts/traffic")?, "tcp_segments")? >= 1000,
         "the forwarded iperf3 traffic was not seen on the router:\n{}",
         d.describe()
     );
@@ -600,7 +424,7 @@ fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
     let d = forwarded_tcp(Some(FORWARDED_LOSS_PERCENT))?;
     let finding = d.expect_finding("tcp.high_retransmits", "warning")?;
     let evidence = get(finding, "evidence")?;
-    let traffic = d.facts("traffic")?;
+    let traffic = d.at("/facts/traffic")?;
     ensure!(
         as_i64(evidence, "tcp_segments")? >= 1000
             && as_i64(evidence, "tcp_retransmits")? > 0
@@ -657,7 +481,7 @@ fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
     let dropped = as_i64(evidence, "dropped")?;
     ensure!(
         dropped > 0
-            && dropped == as_i64(d.facts("drops")?, "forwarding")?
+            && dropped == as_i64(d.at("/facts/drops")?, "forwarding")?
             && !as_bool(evidence, "ip_forward")?,
         "evidence does not show forwarding drops with ip_forward off: {}",
         short(evidence)
@@ -682,7 +506,8 @@ fn forwarding_enabled_on_the_gateway_is_healthy() -> Result<()> {
         ping.output
     );
     ensure!(
-        as_i64(d.facts("drops")?, "forwarding")? == 0 && as_bool(d.facts("host")?, "ip_forward")?,
+        as_i64(d.at("/facts/drops")?, "forwarding")? == 0
+            && as_bool(d.at("/facts/host")?, "ip_forward")?,
         "forwarding on, yet forwarding drops or ip_forward false:\n{}",
         d.describe()
     );
@@ -770,7 +595,7 @@ fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
     let finding = d.expect_finding("rpfilter.drops", "critical")?;
     let evidence = get(finding, "evidence")?;
     let dropped = as_i64(evidence, "dropped")?;
-    let by_reason = get(d.facts("drops")?, "by_reason")?;
+    let by_reason = get(d.at("/facts/drops")?, "by_reason")?;
     ensure!(
         dropped > 0
             && as_i64(by_reason, "IP_RPFILTER")? == dropped
@@ -799,12 +624,13 @@ fn loose_rp_filter_with_asymmetric_routing_is_healthy() -> Result<()> {
         d.describe()
     );
     ensure!(
-        as_i64(d.facts("host")?, "rp_filter")? == 2 && as_i64(d.facts("drops")?, "rpfilter")? == 0,
+        as_i64(d.at("/facts/host")?, "rp_filter")? == 2
+            && as_i64(d.at("/facts/drops")?, "rpfilter")? == 0,
         "loose mode: rp_filter fact must be 2 and no IP_RPFILTER drop:\n{}",
         d.describe()
     );
     ensure!(
-        d.with_id("rpfilter.drops").is_empty(),
+        d.all("rpfilter.drops").is_empty(),
         "rpfilter.drops in loose mode:\n{}",
         d.describe()
     );
@@ -823,7 +649,7 @@ const WG_PORT: u16 = 51820;
 
 /// The `facts.peers` entry with public key `key`.
 fn peer<'a>(d: &'a Diagnosis, key: &str) -> Result<&'a Value> {
-    d.facts("peers")?
+    d.at("/facts/peers")?
         .as_array()
         .context("peers")?
         .iter()
@@ -885,7 +711,7 @@ fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
         short(p)
     );
     ensure!(
-        as_str(d.facts("tunnel")?, "kind")? == "wireguard",
+        as_str(d.at("/facts/tunnel")?, "kind")? == "wireguard",
         "the interface was not recognised as WireGuard:\n{}",
         d.describe()
     );
@@ -928,7 +754,7 @@ fn wireguard_working_tunnel_is_healthy() -> Result<()> {
         short(p)
     );
     ensure!(
-        d.with_id("wireguard.handshake_stale").is_empty(),
+        d.all("wireguard.handshake_stale").is_empty(),
         "wireguard.handshake_stale on a working tunnel:\n{}",
         d.describe()
     );
@@ -991,7 +817,7 @@ fn bond_scenario(policy: &str) -> Result<Diagnosis> {
     let (d, _) = diagnose_during(&a, wg.a.ifname(), PING_WINDOW_SECS, &[], || {
         ping_window(&a, wg.b.ip(), PING_WINDOW_SECS)
     })?;
-    let tunnel = d.facts("tunnel")?;
+    let tunnel = d.at("/facts/tunnel")?;
     ensure!(
         as_str(tunnel, "underlay_iface")? == BOND
             && as_str(tunnel, "underlay_bond_mode")? == "balance-xor"
@@ -1024,7 +850,7 @@ fn tunnel_over_layer2_hashing_bond_is_found_and_layer34_is_not() -> Result<()> {
 
     let twin = bond_scenario("layer3+4")?;
     ensure!(
-        twin.with_id("bond.single_link_hash").is_empty(),
+        twin.all("bond.single_link_hash").is_empty(),
         "bond.single_link_hash with xmit_hash_policy layer3+4:\n{}",
         twin.describe()
     );

@@ -8,10 +8,10 @@
 //! Needs root, BPF and the lab tools (wireguard-go, wg, iperf3, nft, ping); skips
 //! elsewhere, fails under CI=true. Build the binary first: `cargo build -p netdoctor`.
 
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::netdoctor;
 use netdoctor_lab::{
     ci, traffic, BgProcess, Iperf3Opts, Iperf3Server, LineConfig, LineTopology, Netns,
@@ -45,176 +45,30 @@ fn lab_ready(tools: &[&str]) -> bool {
 // Running `netdoctor diagnose` and reading its report.
 // ---------------------------------------------------------------------------
 
-/// A parsed `netdoctor diagnose --json` report with its exit code.
-#[derive(Debug)]
-struct Diagnosis {
-    /// What it was run as (for messages).
-    label: String,
-    /// Exit code (0 ok, 1 warning, 2 critical, 3 unknown).
-    code: i32,
-    /// The whole document.
-    json: Value,
-    /// Progress and notes on stderr.
-    stderr: String,
+/// The MTU scenarios' checks on a report, beside the shared ones of [`Diagnosis`].
+trait MtuChecks {
+    /// An integer fact by dotted path.
+    fn fact_i64(&self, path: &str) -> Result<i64>;
+    /// Requires finding `id` with `severity`, and an exit code that matches the worst
+    /// finding (at least that of `id`). Returns the finding.
+    fn expect(&self, id: &str, severity: &str) -> Result<&Value>;
+    /// Requires `interface`, `kind` and `duration_s` to describe what was asked.
+    fn expect_header(&self, iface: &str, duration: &str) -> Result<()>;
+    /// Requires exactly `code` as exit code.
+    fn expect_code(&self, code: i32) -> Result<()>;
+    /// Requires that finding `id` is absent.
+    fn expect_absent(&self, id: &str) -> Result<()>;
 }
 
-/// The documented top-level keys and `facts` sections, checked on every report.
-const TOP_KEYS: &[&str] = &[
-    "interface",
-    "kind",
-    "duration_s",
-    "facts",
-    "findings",
-    "notes",
-];
-const FACT_KEYS: &[&str] = &[
-    "iface", "tunnel", "peers", "host", "traffic", "flows", "drops", "probe",
-];
-const FINDING_KEYS: &[&str] = &["id", "severity", "summary", "evidence", "fix"];
-
-impl Diagnosis {
-    fn parse(label: String, status: ExitStatus, stdout: &str, stderr: String) -> Result<Self> {
-        let code = status.code().with_context(|| {
-            format!("`{label}` was killed by a signal ({status}); stderr: {stderr}")
-        })?;
-        let json: Value = serde_json::from_str(stdout).with_context(|| {
-            format!(
-                "`{label}` (exit {code}) printed no JSON document: {stdout:?}; stderr: {stderr}"
-            )
-        })?;
-        for key in TOP_KEYS {
-            ensure!(
-                json.get(key).is_some(),
-                "`{label}`: key {key:?} missing in {json}"
-            );
-        }
-        for key in FACT_KEYS {
-            ensure!(
-                json["facts"].get(key).is_some(),
-                "`{label}`: facts.{key} missing in {}",
-                json["facts"]
-            );
-        }
-        ensure!(
-            json["findings"].is_array(),
-            "`{label}`: findings is not an array"
-        );
-        ensure!(json["notes"].is_array(), "`{label}`: notes is not an array");
-        for f in json["findings"].as_array().into_iter().flatten() {
-            for key in FINDING_KEYS {
-                ensure!(
-                    f.get(key).is_some(),
-                    "`{label}`: finding without {key:?}: {f}"
-                );
-            }
-        }
-        Ok(Diagnosis {
-            label,
-            code,
-            json,
-            stderr,
-        })
-    }
-
-    fn findings(&self) -> &[Value] {
-        self.json["findings"]
-            .as_array()
-            .map_or(&[][..], Vec::as_slice)
-    }
-
-    /// `id (severity)` of every finding.
-    fn ids(&self) -> Vec<String> {
-        self.findings()
-            .iter()
-            .map(|f| format!("{} ({})", str_or(&f["id"]), str_or(&f["severity"])))
-            .collect()
-    }
-
-    fn finding(&self, id: &str) -> Option<&Value> {
-        self.findings().iter().find(|f| f["id"] == id)
-    }
-
-    /// A fact by dotted path, e.g. `tunnel.max_mtu` or `peers.0.path_mtu` (`null` when
-    /// absent).
-    fn fact(&self, path: &str) -> &Value {
-        path.split('.')
-            .fold(&self.json["facts"], |v, key| match key.parse::<usize>() {
-                Ok(i) => &v[i],
-                Err(_) => &v[key],
-            })
-    }
-
+impl MtuChecks for Diagnosis {
     fn fact_i64(&self, path: &str) -> Result<i64> {
         self.fact(path)
             .as_i64()
             .with_context(|| format!("facts.{path} is not an integer: {}", self.fact(path)))
     }
 
-    /// Everything a failed assertion should show.
-    fn describe(&self) -> String {
-        let facts = &self.json["facts"];
-        let findings: Vec<String> = self
-            .findings()
-            .iter()
-            .map(|f| {
-                format!(
-                    "  {} ({}): {}\n    evidence {}\n    fix {}",
-                    str_or(&f["id"]),
-                    str_or(&f["severity"]),
-                    str_or(&f["summary"]),
-                    f["evidence"],
-                    str_or(&f["fix"])
-                )
-            })
-            .collect();
-        format!(
-            "`{}` exit {}\nfindings:\n{}\niface: {}\ntunnel: {}\npeers: {}\ntraffic: {}\nflows: {}\ndrops: {}\nprobe: {}\nhost.ip_forward {} host.mss_clamping {}\nnotes: {}\nstderr: {}",
-            self.label,
-            self.code,
-            findings.join("\n"),
-            facts["iface"],
-            facts["tunnel"],
-            facts["peers"],
-            facts["traffic"],
-            facts["flows"],
-            facts["drops"],
-            facts["probe"],
-            facts["host"]["ip_forward"],
-            facts["host"]["mss_clamping"],
-            self.json["notes"],
-            self.stderr.trim()
-        )
-    }
-
-    /// The exit code the findings call for (Nagios convention).
-    fn expected_code(&self) -> i32 {
-        self.findings()
-            .iter()
-            .map(|f| match f["severity"].as_str() {
-                Some("critical") => 2,
-                Some("warning") => 1,
-                _ => 0,
-            })
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Requires finding `id` with `severity`, and an exit code that matches the worst
-    /// finding (at least that of `id`). Returns the finding.
     fn expect(&self, id: &str, severity: &str) -> Result<&Value> {
-        let f = self.finding(id).with_context(|| {
-            format!(
-                "no {id} finding (got {:?})\n{}",
-                self.ids(),
-                self.describe()
-            )
-        })?;
-        ensure!(
-            f["severity"] == severity,
-            "{id} has severity {} instead of {severity}\n{}",
-            f["severity"],
-            self.describe()
-        );
+        let f = self.expect_finding(id, severity)?;
         let min = if severity == "critical" { 2 } else { 1 };
         ensure!(
             self.code == self.expected_code() && self.code >= min,
@@ -226,7 +80,6 @@ impl Diagnosis {
         Ok(f)
     }
 
-    /// Requires `interface`, `kind` and `duration_s` to describe what was asked.
     fn expect_header(&self, iface: &str, duration: &str) -> Result<()> {
         let asked: f64 = duration
             .trim_end_matches('s')
@@ -245,7 +98,6 @@ impl Diagnosis {
         Ok(())
     }
 
-    /// Requires exactly `code` as exit code.
     fn expect_code(&self, code: i32) -> Result<()> {
         ensure!(
             self.code == code,
@@ -256,27 +108,9 @@ impl Diagnosis {
         Ok(())
     }
 
-    /// A healthy twin: no warning or critical finding, exit 0.
-    fn expect_healthy(&self) -> Result<()> {
-        let bad: Vec<String> = self
-            .findings()
-            .iter()
-            .filter(|f| f["severity"] == "warning" || f["severity"] == "critical")
-            .map(|f| str_or(&f["id"]).to_owned())
-            .collect();
-        ensure!(
-            bad.is_empty() && self.code == 0,
-            "healthy twin: expected no warning/critical finding and exit 0, got {bad:?}, exit {}\n{}",
-            self.code,
-            self.describe()
-        );
-        Ok(())
-    }
-
-    /// Requires that finding `id` is absent.
     fn expect_absent(&self, id: &str) -> Result<()> {
         ensure!(
-            self.finding(id).is_none(),
+            self.all(id).is_empty(),
             "unexpected {id}\n{}",
             self.describe()
         );
@@ -341,7 +175,10 @@ fn diagnose_for<T>(
     process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
     let kept = during().with_context(|| format!("traffic during `{label}`"))?;
     let status = process.wait_timeout(DIAGNOSE_TIMEOUT)?;
-    let diagnosis = Diagnosis::parse(label, status, &process.stdout()?, process.stderr()?)?;
+    let code = status
+        .code()
+        .with_context(|| format!("`{label}` was killed ({status})"))?;
+    let diagnosis = Diagnosis::parse(label, code, &process.stdout()?, &process.stderr()?)?;
     // Shown by the test harness on failure, or with --nocapture.
     println!("{}\n", diagnosis.describe());
     diagnosis.expect_header(iface, duration)?;
@@ -1277,24 +1114,17 @@ fn vxlan_1500_on_1500_exceeds_and_1450_fits() -> Result<()> {
 // ---------------------------------------------------------------------------
 
 fn doctored(code: i32, findings: Value) -> Result<Diagnosis> {
-    use std::os::unix::process::ExitStatusExt;
     let doc = serde_json::json!({
         "interface": "wg0", "kind": "wireguard", "duration_s": 3.0,
         "facts": {"iface": {"name": "wg0", "kind": "wireguard"}, "tunnel": {}, "peers": [],
                   "host": {}, "traffic": {}, "flows": [], "drops": {}, "probe": {}},
         "findings": findings, "notes": []
     });
-    Diagnosis::parse(
-        "doctored".into(),
-        ExitStatus::from_raw(code << 8),
-        &doc.to_string(),
-        String::new(),
-    )
+    Diagnosis::parse("doctored", code, &doc.to_string(), "")
 }
 
 #[test]
 fn report_checks_reject_wrong_reports() -> Result<()> {
-    use std::os::unix::process::ExitStatusExt;
     let exceeds = serde_json::json!([{
         "id": "mtu.tunnel_exceeds_underlay", "severity": "critical", "summary": "s",
         "evidence": {"tunnel_mtu": 1480}, "fix": "ip link set dev wg0 mtu 1440"
@@ -1311,10 +1141,9 @@ fn report_checks_reject_wrong_reports() -> Result<()> {
     let clean_exit_1 = doctored(1, serde_json::json!([]))?;
     let no_fix =
         serde_json::json!([{"id": "x", "severity": "warning", "summary": "s", "evidence": {}}]);
-    let no_notes = r#"{"interface":"a","kind":"b","duration_s":1,"facts":{},"findings":[]}"#;
-    let parse = |doc: &str| {
-        Diagnosis::parse("x".into(), ExitStatus::from_raw(0), doc, String::new()).map(drop)
-    };
+    let mut no_notes = doctored(0, serde_json::json!([]))?.json;
+    no_notes.as_object_mut().map(|doc| doc.remove("notes"));
+    let parse = |doc: &str| Diagnosis::parse("x", 0, doc, "").map(drop);
     let id = "mtu.tunnel_exceeds_underlay";
     let must_fail: Vec<(&str, Result<()>)> = vec![
         (
@@ -1346,7 +1175,7 @@ fn report_checks_reject_wrong_reports() -> Result<()> {
         ("wrong interface", good.expect_header("wg1", "3s")),
         ("wrong duration", good.expect_header("wg0", "10s")),
         ("no JSON", parse("oops")),
-        ("missing notes", parse(no_notes)),
+        ("missing notes", parse(&no_notes.to_string())),
         ("finding without fix", doctored(1, no_fix).map(drop)),
     ];
     for (what, result) in must_fail {

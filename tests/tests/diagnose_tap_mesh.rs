@@ -544,14 +544,6 @@ fn assert_fits_on_the_wire(d: &Diagnosis, wire: &WireCount, mtu: i64) -> Result<
     Ok(outer - mtu)
 }
 
-/// The local TCP connection that sent the most (iperf3's data connection).
-fn bulk_flow(d: &Diagnosis) -> Result<&Value> {
-    d.flows()?
-        .iter()
-        .max_by_key(|f| f.get("data_segs_sent").and_then(Value::as_i64).unwrap_or(0))
-        .with_context(|| format!("no local TCP connection in the report: {}", d.describe()))
-}
-
 // ---------------------------------------------------------------------------------------
 // tinc
 // ---------------------------------------------------------------------------------------
@@ -572,7 +564,7 @@ fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
     let max_mtu = assert_exceeds(&d, &mesh)?;
     // tinc answers oversized DF packets with its own ICMP frag-needed (its PMTU), so the
     // bulk connection's path MTU shrank to what tinc fits: netdoctor's advice must fit too.
-    let bulk = bulk_flow(&d)?;
+    let bulk = d.bulk_flow()?;
     let fitted = bulk
         .get("pmtu")
         .and_then(Value::as_i64)

@@ -52,14 +52,6 @@ impl WgOverPair {
     }
 }
 
-/// The local TCP connection that sent the most data (iperf3's data connection).
-fn bulk_flow(d: &Diagnosis) -> Result<&Value> {
-    d.flows()?
-        .iter()
-        .max_by_key(|f| f.get("data_segs_sent").and_then(Value::as_i64).unwrap_or(0))
-        .with_context(|| format!("no local TCP connection in the report: {}", d.describe()))
-}
-
 fn flow_str<'a>(f: &'a Value, key: &str) -> Result<&'a str> {
     f.get(key)
         .and_then(Value::as_str)
@@ -188,11 +180,11 @@ fn seed_2_pmtu_blackhole() -> Result<()> {
         f.get("severity").and_then(Value::as_str) == Some("critical"),
         "severity: {f}"
     );
-    let bulk = bulk_flow(&broken)?;
+    let bulk = broken.bulk_flow()?;
     println!(
         "blackhole: bulk upload {} bit/s during the window; healthy twin {} bit/s",
         flow_f64(bulk, "throughput_bps")?,
-        flow_f64(bulk_flow(&healthy)?, "throughput_bps")?
+        flow_f64(healthy.bulk_flow()?, "throughput_bps")?
     );
     ensure!(
         broken.bool("/facts/probe/blackhole")?
@@ -215,7 +207,7 @@ fn seed_2_pmtu_blackhole() -> Result<()> {
 
     // PMTUD working: the router's ICMP shrinks the connection to 1400 and data flows.
     healthy.assert_none_of(&["pmtu.blackhole"])?;
-    let bulk = bulk_flow(&healthy)?;
+    let bulk = healthy.bulk_flow()?;
     ensure!(
         flow_f64(bulk, "throughput_bps")? > 1e6
             && bulk.get("pmtu").and_then(Value::as_i64) == Some(1400),
@@ -322,7 +314,7 @@ fn seed_3_loss_hits_cubic_not_bbr() -> Result<()> {
     );
 
     // netdoctor shows the algorithm per flow, and the retransmissions on both.
-    let (cf, bf) = (bulk_flow(&cubic)?, bulk_flow(&bbr)?);
+    let (cf, bf) = (cubic.bulk_flow()?, bbr.bulk_flow()?);
     println!(
         "netdoctor: {} cc {} retrans {:.3} at {:.1} Mbit/s; {} cc {} retrans {:.3} at {:.1} Mbit/s",
         flow_str(cf, "name")?,

@@ -152,7 +152,7 @@ where
         .code()
         .with_context(|| format!("`{label}` was killed ({status})"))?;
     let diagnosis = Diagnosis::parse(
-        &format!("{label} (in {})", ns.name()),
+        format!("{label} (in {})", ns.name()),
         code,
         &process.stdout()?,
         &process.stderr()?,

@@ -4,6 +4,14 @@
 //! flow at a time on one CPU, so it measures the steady state of a flow's packets.
 //!
 //! `cargo test --release -p netdoctor-lab --test dataplane_microbench -- --ignored --nocapture`
+//!
+//! For trying changes to the data plane without rebuilding the agent, two more measurements
+//! take compiled variants of `ebpf/packet.bpf.c` (`clang -g -O2 -target bpf` with the same
+//! include paths as `agent/build.rs`), several at once: `ND_OBJS=a.o,b.o`.
+//! `objects_ns_per_run` is the warm loop above for each; `objects_under_iperf3` attaches
+//! every variant's tc programs to the same veth in the same iperf3 runs, the A/B that shows
+//! cache misses and the one to trust (single benchmark runs of one build vary by ±20 ns
+//! from one run to the next on a shared VM).
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -129,113 +137,323 @@ fn hot_path_ns_per_run() -> Result<()> {
     Ok(())
 }
 
-/// The same measurement on any compiled variant of packet.bpf.c (`ND_OBJ=/path/x.o`): for
-/// trying changes without rebuilding the agent.
+/// Generated skeleton of `tests/bpf/floor.bpf.c`: the empty programs.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    clippy::unwrap_used,
+    missing_docs,
+    missing_debug_implementations,
+    non_camel_case_types,
+    unsafe_op_in_unsafe_fn
+)]
+mod floor {
+    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+/// Mean ns per run of `repeat` runs of program `fd` on `data`, as the kernel timed them.
+fn fd_ns_per_run(fd: i32, data: &[u8], repeat: u32) -> Result<f64> {
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: data.as_ptr().cast(),
+        data_size_in: u32::try_from(data.len())?,
+        repeat: i32::try_from(repeat)?,
+        ..Default::default()
+    };
+    // SAFETY: `opts` borrows `data` for the call only; no output buffers; `fd` is live.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
+    ensure!(rc == 0, "test run failed: {rc}");
+    Ok(f64::from(opts.duration))
+}
+
+/// The program's info (statistics, sizes).
+fn prog_info(fd: i32) -> Result<libbpf_sys::bpf_prog_info> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is writable for `len` bytes; `fd` is a live program.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    ensure!(rc == 0, "bpf_prog_get_info_by_fd: {rc}");
+    Ok(info)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn env_or(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A compiled variant of packet.bpf.c, loaded the way the agent loads the real one (map
+/// sizes per CPU, size bounds), with interface `ifindex` watched in its preferred slot
+/// (ifindex % 256) on every CPU, both directions, MTU 1500, Ethernet.
+struct Variant {
+    path: String,
+    obj: libbpf_rs::Object,
+}
+
+impl Variant {
+    fn load(path: &str, ifindex: u32) -> Result<Variant> {
+        use libbpf_rs::{MapCore, MapFlags, ObjectBuilder};
+        let ncpu = u32::try_from(libbpf_rs::num_possible_cpus()?)?;
+        let mut open = ObjectBuilder::default().open_file(path)?;
+        for mut m in open.maps_mut() {
+            if m.name() == "flow_cache" || m.name() == "iface_stats" {
+                m.set_max_entries(m.max_entries() * ncpu)?;
+            }
+            // size_bounds, the first variable of .rodata.
+            if m.name().to_string_lossy().ends_with(".rodata") {
+                if let Some(v) = m.initial_value_mut() {
+                    let bounds = netdoctor::counters::SIZE_BUCKET_BOUNDS;
+                    for (i, b) in bounds.iter().enumerate() {
+                        v[i * 4..i * 4 + 4].copy_from_slice(&b.to_ne_bytes());
+                    }
+                }
+            }
+        }
+        let obj = open.load().with_context(|| format!("loading {path}"))?;
+        // struct nd_iface_dir: owner, then MTU.
+        if let Some(stats) = obj.maps().find(|m| m.name() == "iface_stats") {
+            let mut v = vec![0u8; stats.value_size() as usize];
+            v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
+            v[4..8].copy_from_slice(&1500u32.to_ne_bytes());
+            for cpu in 0..ncpu {
+                for dir in 0..2 {
+                    let key = (cpu * 256 + ifindex % 256) * 2 + dir;
+                    stats.update(&key.to_ne_bytes(), &v, MapFlags::ANY)?;
+                }
+            }
+        }
+        Ok(Variant {
+            path: path.to_string(),
+            obj,
+        })
+    }
+
+    fn prog(&self, name: &str) -> Result<i32> {
+        self.obj
+            .progs()
+            .find(|p| p.name() == name)
+            .map(|p| p.as_fd().as_raw_fd())
+            .with_context(|| format!("{}: no program {name}", self.path))
+    }
+}
+
+fn variants(ifindex: u32) -> Result<Option<Vec<Variant>>> {
+    let Ok(paths) = std::env::var("ND_OBJS") else {
+        println!("SKIP: set ND_OBJS=a.o,b.o (compiled variants of packet.bpf.c)");
+        return Ok(None);
+    };
+    let v = paths
+        .split(',')
+        .map(|p| Variant::load(p, ifindex))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(v))
+}
+
+/// The warm loop of `hot_path_ns_per_run` for compiled variants (`ND_OBJS`), interleaved
+/// with each other and the empty program so the host's drift hits them alike: instruction
+/// cost, not cache misses. Also the verifier's work and the JIT size, and the flow cache's
+/// worst case (every packet a new flow: each takes a slot and retires another flow).
 #[test]
-#[ignore = "a measurement for experiments: ND_OBJ=object.o"]
-fn object_ns_per_run() -> Result<()> {
-    use libbpf_rs::{MapCore, MapFlags, ObjectBuilder};
-    let Ok(path) = std::env::var("ND_OBJ") else {
+#[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
+fn objects_ns_per_run() -> Result<()> {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
+        return Ok(());
+    }
+    let Some(vars) = variants(LO)? else {
         return Ok(());
     };
-    let ncpu = libbpf_rs::num_possible_cpus()?;
-    let mut open = ObjectBuilder::default().open_file(&path)?;
-    for mut m in open.maps_mut() {
-        if m.name() == "flow_cache" || m.name() == "iface_stats" {
-            m.set_max_entries(m.max_entries() * ncpu as u32)?;
+    let mut storage = MaybeUninit::uninit();
+    let fl = floor::FloorSkelBuilder::default()
+        .open(&mut storage)?
+        .load()?;
+    let floors = [
+        fl.progs.floor_tc_in.as_fd().as_raw_fd(),
+        fl.progs.floor_tc_out.as_fd().as_raw_fd(),
+    ];
+    let cases = [
+        (
+            "tcp data in",
+            "nd_tc_ingress",
+            0,
+            frame_tcp(40000, 1000, 1448),
+        ),
+        ("ack out", "nd_tc_egress", 1, frame_tcp(40002, 1000, 0)),
+        ("udp in", "nd_tc_ingress", 0, frame_udp(40001, 1200)),
+    ];
+    let (repeat, rounds) = (env_or("ND_REPEAT", 2000), env_or("ND_ROUNDS", 300));
+    // [variant][case] per-round ns, [hook] the floor's.
+    let mut ns = vec![vec![Vec::new(); cases.len()]; vars.len()];
+    let mut floor_ns = vec![Vec::new(); 2];
+    for _ in 0..rounds {
+        for (v, var) in vars.iter().enumerate() {
+            for (c, (_, prog, _, data)) in cases.iter().enumerate() {
+                ns[v][c].push(fd_ns_per_run(var.prog(prog)?, data, repeat)?);
+            }
+        }
+        for (hook, fd) in floors.iter().enumerate() {
+            floor_ns[hook].push(fd_ns_per_run(*fd, &cases[hook].3, repeat)?);
         }
     }
-    let obj = open.load()?;
-    let find = |name: &str| {
-        obj.maps()
-            .find(|m| m.name() == name)
-            .with_context(|| format!("map {name}"))
-    };
-    // The loopback in its preferred slot (LO % 256) on every CPU, both directions: owner
-    // and MTU (struct nd_iface_dir).
-    let stats = find("iface_stats")?;
-    let mut v = vec![0u8; stats.value_size() as usize];
-    v[0..4].copy_from_slice(&LO.to_ne_bytes());
-    v[4..8].copy_from_slice(&1500u32.to_ne_bytes());
-    for cpu in 0..ncpu as u32 {
-        for dir in 0..2 {
-            let key = (cpu * 256 + LO % 256) * 2 + dir;
-            stats.update(&key.to_ne_bytes(), &v, MapFlags::ANY)?;
+    let floor: Vec<f64> = floor_ns.into_iter().map(median).collect();
+    println!(
+        "floor (empty program): tc in {:.1} ns, tc out {:.1} ns",
+        floor[0], floor[1]
+    );
+    for (v, var) in vars.iter().enumerate() {
+        let deltas: Vec<String> = cases
+            .iter()
+            .enumerate()
+            .map(|(c, (name, _, hook, _))| {
+                format!("{name} Δ {:5.1}", median(ns[v][c].clone()) - floor[*hook])
+            })
+            .collect();
+        let info = prog_info(var.prog("nd_tc_ingress")?)?;
+        // The worst case: 8,192 one-packet flows.
+        let eg = var.prog("nd_tc_egress")?;
+        let mut new_flows = 0.0;
+        for i in 0..8192u16 {
+            new_flows += fd_ns_per_run(eg, &frame_udp(1 + i, 64), 1)?;
         }
-    }
-    let prog = |name: &str| -> Result<i32> {
-        let p = obj
-            .progs_mut()
-            .find(|p| p.name() == name)
-            .with_context(|| format!("prog {name}"))?;
-        Ok(p.as_fd().as_raw_fd())
-    };
-    let run = |fd: i32, data: &[u8], repeat: i32| -> Result<f64> {
-        let mut opts = libbpf_sys::bpf_test_run_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-            data_in: data.as_ptr().cast(),
-            data_size_in: data.len() as u32,
-            repeat,
-            ..Default::default()
-        };
-        // SAFETY: as in ns_per_run.
-        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
-        ensure!(rc == 0, "test run failed: {rc}");
-        Ok(f64::from(opts.duration))
-    };
-    let tcp = frame_tcp(40000, 1000, 1448);
-    let ack = frame_tcp(40002, 1000, 0);
-    let udp = frame_udp(40001, 1200);
-    for name in ["nd_tc_ingress", "nd_xdp_ingress"] {
-        let fd = prog(name)?;
-        let mut info = libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-        // SAFETY: `info` is writable for `len` bytes; `fd` is a live program.
-        unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
         println!(
-            "{name}: {} verified insns, jited {} B",
-            info.verified_insns, info.jited_prog_len
+            "{}  new flow {:.0} ns  ({}: {} verified insns, jited {} B)",
+            deltas.join("  "),
+            new_flows / 8192.0,
+            var.path,
+            info.verified_insns,
+            info.jited_prog_len
         );
     }
-    let ing = prog("nd_tc_ingress")?;
-    let eg = prog("nd_tc_egress")?;
-    let xdp = prog("nd_xdp_ingress")?;
-    for (name, fd, data) in [
-        ("tc ingress tcp data 1448", ing, &tcp),
-        ("tc egress tcp ack", eg, &ack),
-        ("tc ingress udp 1200", ing, &udp),
-        ("xdp tcp data 1448", xdp, &tcp),
-    ] {
-        let mut v: Vec<f64> = (0..9)
-            .map(|_| run(fd, data, 200_000))
+    Ok(())
+}
+
+/// A/B of compiled variants (`ND_OBJS`) under real traffic. Every variant's tc programs are
+/// attached to the same veth (the iperf3 receiver's) in the same runs, beside the empty
+/// floor programs, in an order rotated every round, so each sees the same packets at the
+/// same time and the host's drift hits them alike. Prints each variant's ns per run above
+/// the floor, the median over `ND_ROUNDS` (default 10) runs of `ND_SECS` (default 3) s.
+/// Programs in one chain evict each other's cache lines, so the figures are higher than
+/// one build's alone (`.ci/bench`); their differences are what this measures.
+#[test]
+#[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
+fn objects_under_iperf3() -> Result<()> {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    use netdoctor_lab::traffic::iperf3_client;
+    use netdoctor_lab::{Iperf3Opts, Iperf3Server, PairTopology};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
+        return Ok(());
+    }
+    if std::env::var("ND_OBJS").is_err() {
+        println!("SKIP: set ND_OBJS=a.o,b.o (compiled variants of packet.bpf.c)");
+        return Ok(());
+    }
+    let (rounds, secs) = (env_or("ND_ROUNDS", 10), env_or("ND_SECS", 3));
+    let lab = PairTopology::new(1500)?;
+    let _server = Iperf3Server::start(&lab.b, 5201)?;
+    // This thread joins b's namespace: interface indexes and tcx links resolve there.
+    let ns = std::fs::File::open(lab.b.path())?;
+    nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+    let ifindex = nix::net::if_::if_nametoindex(PairTopology::IFNAME)?;
+    // SAFETY: plain system call; the descriptor keeps statistics on until it is closed.
+    let stats = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    ensure!(stats >= 0, "BPF_ENABLE_STATS: {stats}");
+    // SAFETY: a fresh descriptor this function owns.
+    let _stats = unsafe { OwnedFd::from_raw_fd(stats) };
+    let Some(vars) = variants(ifindex)? else {
+        return Ok(());
+    };
+    let mut storage = MaybeUninit::uninit();
+    let fl = floor::FloorSkelBuilder::default()
+        .open(&mut storage)?
+        .load()?;
+    // (label, [tc ingress, tc egress] program fds) per variant, the floor last.
+    let mut progs: Vec<(String, [i32; 2])> = vars
+        .iter()
+        .map(|v| {
+            Ok((
+                v.path.clone(),
+                [v.prog("nd_tc_ingress")?, v.prog("nd_tc_egress")?],
+            ))
+        })
+        .collect::<Result<_>>()?;
+    progs.push((
+        "floor".into(),
+        [
+            fl.progs.floor_tc_in.as_fd().as_raw_fd(),
+            fl.progs.floor_tc_out.as_fd().as_raw_fd(),
+        ],
+    ));
+    let attach = |fd: i32, hook: usize| -> Result<OwnedFd> {
+        let ty = [libbpf_sys::BPF_TCX_INGRESS, libbpf_sys::BPF_TCX_EGRESS][hook];
+        let ifindex = i32::try_from(ifindex)?;
+        // SAFETY: plain system call on a live program; no options.
+        let link = unsafe { libbpf_sys::bpf_link_create(fd, ifindex, ty, std::ptr::null()) };
+        ensure!(link >= 0, "bpf_link_create: {link}");
+        // SAFETY: a fresh descriptor this function owns; dropping it detaches.
+        Ok(unsafe { OwnedFd::from_raw_fd(link) })
+    };
+    let run_stats = |fd: i32| prog_info(fd).map(|i| (i.run_time_ns, i.run_cnt));
+    let n = progs.len();
+    // [program][hook] ns per run, one per round.
+    let mut per_run = vec![vec![Vec::new(); 2]; n];
+    for round in 0..rounds as usize {
+        let mut links = Vec::new();
+        for k in 0..n {
+            for hook in 0..2 {
+                links.push(attach(progs[(k + round) % n].1[hook], hook)?);
+            }
+        }
+        let before: Vec<Vec<(u64, u64)>> = progs
+            .iter()
+            .map(|(_, fds)| fds.iter().map(|fd| run_stats(*fd)).collect())
             .collect::<Result<_>>()?;
-        v.sort_by(f64::total_cmp);
-        println!("{name:28} {:6.1} ns/run", v[4]);
-    }
-    let frames: Vec<Vec<u8>> = (0..512u16).map(|i| frame_tcp(41000 + i, 1000, 0)).collect();
-    let mut total = 0.0;
-    for _ in 0..3 {
-        for f in &frames {
-            total += run(eg, f, 64)?;
+        let mut opts = Iperf3Opts::new(PairTopology::B_IP);
+        opts.duration_secs = secs;
+        let report = iperf3_client(&lab.a, &opts)?;
+        for (p, (_, fds)) in progs.iter().enumerate() {
+            for hook in 0..2 {
+                let (t, c) = run_stats(fds[hook])?;
+                let (t0, c0) = before[p][hook];
+                per_run[p][hook].push((t - t0) as f64 / (c - c0).max(1) as f64);
+            }
         }
+        drop(links);
+        println!(
+            "round {round}: {:.1} Gbit/s, first in the chain: {}",
+            report.received_bytes as f64 * 8.0 / f64::from(secs) / 1e9,
+            progs[round % n].0
+        );
     }
+    let floor = &per_run[n - 1];
     println!(
-        "{:28} {:6.1} ns/run",
-        "tc egress 512 flows x64",
-        total / (3.0 * frames.len() as f64)
+        "floor: tc in {:.1} ns/run, tc out {:.1} ns/run",
+        median(floor[0].clone()),
+        median(floor[1].clone())
     );
-    // The cache's worst case: every packet a new flow (each taking and retiring a slot).
-    let mut total = 0.0;
-    for round in 0..2u16 {
-        for i in 0..4096u16 {
-            let f = frame_udp(1 + (i ^ (round << 12)), 64);
-            total += run(eg, &f, 1)?;
-        }
+    for (p, (label, _)) in progs.iter().enumerate().take(n - 1) {
+        // Δ per round (the floor moves with the round), then the median.
+        let delta = |hook: usize| {
+            median(
+                per_run[p][hook]
+                    .iter()
+                    .zip(&floor[hook])
+                    .map(|(a, f)| a - f)
+                    .collect(),
+            )
+        };
+        println!(
+            "Δ tc-in {:6.1}  tc-out {:6.1}   {label}",
+            delta(0),
+            delta(1)
+        );
     }
-    println!(
-        "{:28} {:6.1} ns/run",
-        "tc egress 8192 new flows",
-        total / 8192.0
-    );
     Ok(())
 }

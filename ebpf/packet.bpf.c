@@ -7,14 +7,17 @@
  * and TCX_NEXT on tc so programs attached after ours (Cilium, firewalls) still decide.
  * Unparseable packets are counted as truncated, never dropped.
  *
- * The work is split into global functions (network layer, transport layer, flow record).
- * The verifier checks each global function once, on its own, instead of once per path
- * through everything before it: VLAN stacks x IPv4 options x IPv6 extension headers x
- * TCP options would otherwise multiply past its one-million-instruction limit. Stages
- * hand each other plain scalars (offsets, addresses) in small structs; each re-derives
- * packet pointers from its own context with a bounds check. Plain TCP and UDP (no VLAN
- * tag, IPv4 options or IPv6 extension headers, not a fragment, not a SYN) skip the stages:
- * fast_parse() reads them inline: 10-20 ns under load where the stages took 60-70.
+ * Every packet goes one way: find the interface's counters, parse into a struct nd_pkt
+ * (the flow key and what the flow record needs) while counting the interface counters,
+ * then flow_record(). Plain TCP and UDP (no VLAN tag, IPv4 options or IPv6 extension
+ * headers, not a fragment, not a SYN), most packets of a busy link or tunnel underlay,
+ * take fast_account(), inline and straight into the key. Everything else takes
+ * nd_slow_skb()/nd_slow_xdp(): global functions calling the general parser's stages (network
+ * layer, transport layer), which the verifier checks once each, on their own, instead of
+ * once per path through everything before them: VLAN stacks x IPv4 options x IPv6
+ * extension headers x TCP options would otherwise multiply past its one-million-instruction
+ * limit. Stages hand each other plain scalars (offsets, addresses) in small structs; each
+ * re-derives packet pointers from its own context with a bounds check.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
@@ -39,7 +42,7 @@
  * takes the rest. The agent owns the values and sets them before load. */
 const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {};
 
-/* Non-zero: every packet goes through the stages, never fast_parse(). For the test that
+/* Non-zero: every packet goes through the stages, never fast_account(). For the test that
  * proves both parse alike; the verifier drops the branch not taken, so it costs nothing. */
 const volatile __u32 stages_only = 0;
 
@@ -218,6 +221,19 @@ static __always_inline __u32 size_bucket(__u32 len)
 	return len <= size_bounds[8] ? 8 : 9;
 }
 
+/* The IP length to account for a network header `l3_off` bytes into the frame whose length
+ * field says `field` (0 for none) and whose headers take `hdr_len`. Lengths come from the
+ * headers and the frame size: the IP length field lies for GSO super-packets above 64 KiB
+ * (BIG TCP writes 0) and Ethernet padding inflates the frame size of tiny packets, so the
+ * smaller of the two when both are sane. */
+static __always_inline __u32 ip_len_of(const struct nd_meta *m, __u32 l3_off, __u32 field,
+				       __u32 hdr_len)
+{
+	__u32 frame_l3 = m->len > l3_off ? m->len - l3_off : 0;
+
+	return (field >= hdr_len && field < frame_l3) ? field : frame_l3;
+}
+
 /* Fills `out` from a parsed network header; `l4` is where the transport header starts. */
 static __always_inline void l3_finish(void *data, void *l4, const struct nd_meta *m,
 				      const struct l3_info *l3, struct nd_l3 *out)
@@ -233,13 +249,7 @@ static __always_inline void l3_finish(void *data, void *l4, const struct nd_meta
 		copy_addr(out->saddr, &ip6->saddr, 16);
 		copy_addr(out->daddr, &ip6->daddr, 16);
 	}
-	/* Lengths from the headers' offsets and the frame size: the IP length field lies for
-	 * GSO super-packets above 64 KiB (BIG TCP writes 0) and Ethernet padding inflates the
-	 * frame size of tiny packets, so take the smaller of the two when both are sane. */
-	__u32 l3_off = l3->hdr - data;
-	__u32 frame_l3 = m->len > l3_off ? m->len - l3_off : 0;
-
-	out->ip_len = (l3->ip_len >= l3->hdr_len && l3->ip_len < frame_l3) ? l3->ip_len : frame_l3;
+	out->ip_len = ip_len_of(m, l3->hdr - data, l3->ip_len, l3->hdr_len);
 	out->l4_off = l4 - data;
 	out->hdr_len = l3->hdr_len;
 	out->family = l3->family;
@@ -475,96 +485,6 @@ static __always_inline void l4_parse(void *data, void *data_end, const struct nd
 	}
 }
 
-/*
- * The common case in one pass, inline: TCP or UDP over IPv4 without options or over IPv6
- * without extension headers, straight on Ethernet or raw IP, not a fragment, its transport
- * header (TCP options included) in the linear area, not a SYN (whose MSS option the stages
- * read). Most packets of a busy link or tunnel underlay are that, and for them the stages
- * cost more than the parsing: two calls whose returns go through the kernel's return thunk
- * (SRSO mitigation), and general walks (VLAN tags, IPv4 options, extension headers, ICMP)
- * whose code TCP's own processing keeps evicting from the instruction cache between two
- * packets. Fills l3 and l4 exactly as the stages would (fast_path_agrees_with_stages runs
- * both on the same packets) and returns 1; for any other packet it writes nothing and
- * returns 0, and the stages parse it.
- */
-static __always_inline int fast_parse(void *data, void *data_end, const struct nd_meta *m,
-				      struct nd_l3 *l3, struct nd_l4 *l4)
-{
-	void *pos = data;
-	__u8 version;
-
-	if (m->link == ND_LINK_ETHER) {
-		struct ethhdr *eth = data;
-
-		if ((void *)(eth + 1) > data_end)
-			return 0;
-		pos = eth + 1;
-		if (eth->h_proto == bpf_htons(ETH_P_IP))
-			version = 4;
-		else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-			version = 6;
-		else
-			return 0;
-	} else {
-		if (pos + 1 > data_end)
-			return 0;
-		version = *(__u8 *)pos >> 4;
-	}
-
-	struct l3_info info = { .hdr = pos, .family = version };
-	void *l4_hdr;
-
-	if (version == 4) {
-		struct iphdr *ip = pos;
-
-		if ((void *)(ip + 1) > data_end)
-			return 0;
-		/* Version 4 with a 20-byte header; neither more fragments nor an offset. */
-		if (*(__u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
-			return 0;
-		info.proto = ip->protocol;
-		info.ip_len = bpf_ntohs(ip->tot_len);
-		info.hdr_len = sizeof(*ip);
-		info.df = !!(ip->frag_off & bpf_htons(IP_DF));
-		l4_hdr = ip + 1;
-	} else if (version == 6) {
-		struct ipv6hdr *ip6 = pos;
-
-		if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
-			return 0;
-		info.proto = ip6->nexthdr;
-		info.ip_len = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
-		info.hdr_len = sizeof(*ip6);
-		info.df = 1;
-		l4_hdr = ip6 + 1;
-	} else {
-		return 0;
-	}
-
-	if (info.proto == IPPROTO_TCP) {
-		struct tcphdr *th = l4_hdr;
-
-		if ((void *)(th + 1) > data_end || th->doff < 5 ||
-		    (void *)th + th->doff * 4 > data_end || (((__u8 *)th)[13] & TCP_FLAG_SYN))
-			return 0;
-		l3_finish(data, th, m, &info, l3);
-		l4->wg_msg = -1;
-		tcp_fields(th, l3->ip_len > info.hdr_len ? l3->ip_len - info.hdr_len : 0, l4);
-		return 1;
-	}
-	if (info.proto == IPPROTO_UDP) {
-		struct udphdr *uh = l4_hdr;
-
-		if ((void *)(uh + 1) > data_end)
-			return 0;
-		l3_finish(data, uh, m, &info, l3);
-		udp_fields(uh, data_end, l3->ip_len > info.hdr_len ? l3->ip_len - info.hdr_len : 0,
-			   l4);
-		return 1;
-	}
-	return 0;
-}
-
 /* The stages, once per context type: global (not static) so the verifier checks each on
  * its own. They return 0; results travel in `out`. */
 #define ND_DEFINE_STAGES(suffix, ctx_type)                                                  \
@@ -649,17 +569,29 @@ struct {
 
 _Static_assert(sizeof(struct nd_flow_slot) == 128, "a slot is two cache lines");
 _Static_assert(sizeof(struct nd_seq_slot) == 64, "a sequence entry is one cache line");
-_Static_assert(sizeof(struct nd_flow_key) == 44, "flow_hash and key_eq read 11 words");
+_Static_assert(sizeof(struct nd_flow_key) == 44, "flow_hash and key_eq read 5 + 1 words");
+_Static_assert(__builtin_offsetof(struct nd_flow_slot, last_j) == 44, "a hit stays in the first line");
 
-/* What the flow record needs of one packet; global functions take it by pointer. */
+/* What the flow record needs of one packet; global functions take it by pointer. The key
+ * comes first and 8-byte aligned so that hashing and comparing it take 64-bit words. */
 struct nd_pkt {
-	struct nd_flow_key key;
+	union {
+		struct nd_flow_key key;
+		/* The same bytes as words, for writing the key the way it is read: a load that
+		 * spans several smaller stores cannot be forwarded from the store buffer and waits
+		 * for them to reach the cache. */
+		struct {
+			__u64 w[5];
+			__u32 ports;
+		} kw;
+	};
 	__u32 len;
 	__u32 segs;
 	__u32 seg_len;
 	__u32 seq;
 	__u32 payload;
 	__u32 now_j;    /* jiffies, low 32 bits */
+	__u32 pad0;
 	__u64 hash;     /* flow_hash(&key) */
 	__u16 syn_mss;
 	__u8 tcp_flags;
@@ -667,36 +599,44 @@ struct nd_pkt {
 	__u8 is_tcp;
 	__s8 wg_msg;
 	__u8 pad[2];
-};
+} __attribute__((aligned(8)));
 
-/* 64-bit hash of a flow key (multiply and fold, word pairs): the slot index takes the low
- * bits, the sequence table's index bits 16-27 and its tag the high 32. */
+/* The key as five 64-bit words and the ports' 32-bit word. */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fast_account() writes struct nd_flow_key as little-endian words"
+#endif
+_Static_assert(__builtin_offsetof(struct nd_flow_key, dir) == 4 &&
+		       __builtin_offsetof(struct nd_flow_key, proto) == 5 &&
+		       __builtin_offsetof(struct nd_flow_key, family) == 6 &&
+		       __builtin_offsetof(struct nd_flow_key, saddr) == 8 &&
+		       __builtin_offsetof(struct nd_flow_key, daddr) == 24 &&
+		       __builtin_offsetof(struct nd_flow_key, sport) == 40,
+	       "fast_account() writes the key's words in this layout");
+#define KW64(k, i) (((const __u64 *)(k))[i])
+#define KW_PORTS(k) (((const __u32 *)(k))[10])
+
+/* 64-bit hash of a flow key: the six words multiplied by independent odd constants and
+ * summed (the multiplications run in parallel, not as a chain), then mixed so that every
+ * input bit reaches the low bits. The slot index takes the low bits, the sequence table's
+ * index bits 16-27 and its tag the high 32. Not a keyed hash: colliding flows cost the
+ * table's price, they are never conflated (slots compare the whole key). */
 static __always_inline __u64 flow_hash(const struct nd_flow_key *k)
 {
-	const __u32 *w = (const __u32 *)k;
-	__u64 h = 0x9e3779b97f4a7c15ULL;
+	__u64 h = KW64(k, 0) * 0x9e3779b97f4a7c15ULL + KW64(k, 1) * 0xff51afd7ed558ccdULL +
+		  KW64(k, 2) * 0xc4ceb9fe1a85ec53ULL + KW64(k, 3) * 0xd6e8feb86659fd93ULL +
+		  KW64(k, 4) * 0xa0761d6478bd642fULL + (__u64)KW_PORTS(k) * 0xe7037ed1a0b428dbULL;
 
-#pragma unroll
-	for (int i = 0; i < 10; i += 2) {
-		h ^= (__u64)w[i] | (__u64)w[i + 1] << 32;
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 32;
-	}
-	h ^= w[10];
-	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 32;
+	h *= 0x8ebc6af09c88c6e3ULL;
 	h ^= h >> 29;
 	return h;
 }
 
 static __always_inline int key_eq(const struct nd_flow_key *a, const struct nd_flow_key *b)
 {
-	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
-	__u32 d = 0;
-
-#pragma unroll
-	for (int i = 0; i < 11; i++)
-		d |= x[i] ^ y[i];
-	return d == 0;
+	return ((KW64(a, 0) ^ KW64(b, 0)) | (KW64(a, 1) ^ KW64(b, 1)) | (KW64(a, 2) ^ KW64(b, 2)) |
+		(KW64(a, 3) ^ KW64(b, 3)) | (KW64(a, 4) ^ KW64(b, 4)) |
+		(__u64)(KW_PORTS(a) ^ KW_PORTS(b))) == 0;
 }
 
 /* The flow's table entry, created if missing (first seen now). */
@@ -881,12 +821,15 @@ static __always_inline void table_merge(const struct nd_flow_slot *old)
 		fs->encap = old->encap;
 }
 
-/* A packet whose flow is not in its cache slot `s` (NULL: no slot for this CPU). */
-__noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans)
+/* A packet whose flow is not in its cache slot `s` (NULL: no slot for this CPU), or, with
+ * `flush`, whose slot is its own but would wrap its 32-bit byte count: the slot is then
+ * retired (its counts added to the table) and taken afresh for the same flow. */
+__noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans,
+			    __u32 flush)
 {
 	if (!p)
 		return 0;
-	if (!s || (s->used && p->now_j - s->last_j <= ND_SLOT_IDLE_J)) {
+	if (!s || (!flush && s->used && p->now_j - s->last_j <= ND_SLOT_IDLE_J)) {
 		table_add(p, retrans);
 		return 0;
 	}
@@ -945,59 +888,35 @@ __noinline int nd_flow_touch(struct nd_flow_slot *s, const struct nd_pkt *p)
 	return 0;
 }
 
-/* The flow record. Inlined: the hit path is short, and a global function's call and return
- * cost more than verifying it once per program (a few hundred instructions). */
-static __always_inline int nd_flow(const struct nd_meta *m, const struct nd_l3 *l3, const struct nd_l4 *l4,
-		       __u32 seg_len)
+/* The flow record of a packet whose nd_pkt is filled in but for now_j and hash. Inlined:
+ * the hit path is short, and a global function's call and return cost more than verifying
+ * it once per caller. */
+static __always_inline void flow_record(struct nd_pkt *p)
 {
-	if (!m || !l3 || !l4)
-		return 0;
-	struct nd_pkt p = {};
+	p->now_j = bpf_jiffies64(); /* inlined by the verifier: a load */
+	__u64 h = flow_hash(&p->key);
 
-	p.key.ifindex = m->ifindex;
-	p.key.dir = m->dir;
-	p.key.proto = l3->proto;
-	p.key.family = l3->family;
-	p.key.sport = l4->sport;
-	p.key.dport = l4->dport;
-	__builtin_memcpy(p.key.saddr, l3->saddr, 16);
-	__builtin_memcpy(p.key.daddr, l3->daddr, 16);
-	p.len = m->len;
-	p.segs = m->gso_segs;
-	p.seg_len = seg_len;
-	p.encap = l4->encap;
-	p.wg_msg = l4->wg_msg;
-	if (l4->is_tcp) {
-		p.is_tcp = 1;
-		p.tcp_flags = l4->tcp_flags;
-		p.syn_mss = l4->syn_mss;
-		p.seq = l4->seq;
-		p.payload = l4->payload;
-	}
-	p.now_j = bpf_jiffies64(); /* inlined by the verifier: a load */
-	__u64 h = flow_hash(&p.key);
-
-	p.hash = h;
+	p->hash = h;
 
 	__u32 retrans = 0;
 
-	if (p.payload) {
+	if (p->payload) {
 		__u32 sidx = (h >> 16) & (ND_SEQ_SLOTS - 1);
 		__u32 tag = (h >> 32) | 1;
 		struct nd_seq_slot *e = bpf_map_lookup_elem(&flow_seq, &sidx);
 
 		if (e && (e->state >> 32) == tag) {
 			__u32 high = (__u32)e->state;
-			__u32 end = p.seq + p.payload;
+			__u32 end = p->seq + p->payload;
 
-			if ((__s32)(p.seq - high) < 0)
-				retrans = p.segs;
+			if ((__s32)(p->seq - high) < 0)
+				retrans = p->segs;
 			if ((__s32)(end - high) > 0)
 				e->state = (__u64)tag << 32 | end;
-			if (e->last_j != p.now_j)
-				e->last_j = p.now_j;
+			if (e->last_j != p->now_j)
+				e->last_j = p->now_j;
 		} else {
-			retrans = nd_seq_slow(&p, e);
+			retrans = nd_seq_slow(p, e);
 		}
 	}
 
@@ -1008,34 +927,74 @@ static __always_inline int nd_flow(const struct nd_meta *m, const struct nd_l3 *
 	/* An empty slot's key is all zeros and a packet's carries the non-zero ifindex of a
 	 * watched interface, so a matching key alone says the slot holds this flow: no need to
 	 * read `used`, in the slot's second cache line. */
-	if (!s || !key_eq(&s->key, &p.key)) {
-		nd_flow_miss(s, &p, retrans);
-		return 0;
+	if (unlikely(!s || !key_eq(&s->key, &p->key))) {
+		nd_flow_miss(s, p, retrans, 0);
+		return;
 	}
-	/* Hit: only this CPU writes the slot, so plain additions are exact. */
+	/* Hit: only this CPU writes the slot, so plain additions are exact. Counts are 32-bit
+	 * to keep a hit in one cache line; packets and segments never exceed bytes, so a slot
+	 * whose bytes would wrap is flushed to the table first. */
+	__u32 bytes = s->bytes + p->len;
+
+	if (unlikely(bytes < p->len)) {
+		nd_flow_miss(s, p, retrans, 1);
+		return;
+	}
+	s->bytes = bytes;
 	s->packets++;
-	s->bytes += p.len;
-	s->segs += p.segs;
-	if (s->last_j != p.now_j) {
-		s->last_j = p.now_j;
+	s->segs += p->segs;
+	note_max_seg(&s->max_seg, p->seg_len);
+	s->tcp_flags |= p->tcp_flags;
+	if (p->encap)
+		s->encap = p->encap;
+	if (s->last_j != p->now_j) {
+		/* Once a tick: the clock, and the table entry's LRU age. */
+		s->last_j = p->now_j;
 		s->last_ns = bpf_ktime_get_coarse_ns();
+		if (p->now_j - s->touch_j > ND_TOUCH_J && !p->syn_mss)
+			nd_flow_touch(s, p);
 	}
 	if (retrans)
 		s->retrans_segs += retrans;
-	note_max_seg(&s->max_seg, seg_len);
-	if (p.encap)
-		s->encap = p.encap;
-	if (p.wg_msg >= 0 && p.wg_msg < ND_WG_MSG_TYPES)
-		s->wg_msgs[p.wg_msg]++;
-	s->tcp_flags |= p.tcp_flags;
-	if (p.syn_mss || p.now_j - s->touch_j > ND_TOUCH_J)
-		nd_flow_touch(s, &p);
-	return 0;
+	if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
+		s->wg_msgs[p->wg_msg]++;
+	if (p->syn_mss)
+		nd_flow_touch(s, p);
 }
 
-/* Interface counters from the stages' results, then the flow record. */
-static __always_inline void account(struct nd_iface_dir *ifs, const struct nd_meta *m,
-				    const struct nd_l3 *l3, const struct nd_l4 *l4)
+/* The flow record's input from the stages' results; `segs` as account() counted them. */
+static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,
+				     const struct nd_l3 *l3, const struct nd_l4 *l4, __u32 segs,
+				     __u32 seg_len)
+{
+	__builtin_memset(p, 0, sizeof(*p));
+	p->key.ifindex = m->ifindex;
+	p->key.dir = m->dir;
+	p->key.proto = l3->proto;
+	p->key.family = l3->family;
+	p->key.sport = l4->sport;
+	p->key.dport = l4->dport;
+	__builtin_memcpy(p->key.saddr, l3->saddr, 16);
+	__builtin_memcpy(p->key.daddr, l3->daddr, 16);
+	p->len = m->len;
+	p->segs = segs;
+	p->seg_len = seg_len;
+	p->encap = l4->encap;
+	p->wg_msg = l4->wg_msg;
+	if (l4->is_tcp) {
+		p->is_tcp = 1;
+		p->tcp_flags = l4->tcp_flags;
+		p->syn_mss = l4->syn_mss;
+		p->seq = l4->seq;
+		p->payload = l4->payload;
+	}
+}
+
+/* Interface counters from the stages' results. Returns 1 and fills `p` when the packet
+ * gets a flow record (an IP packet whose network header parsed). */
+static __always_inline int account(struct nd_iface_dir *ifs, const struct nd_meta *m,
+				   const struct nd_l3 *l3, const struct nd_l4 *l4,
+				   struct nd_pkt *p)
 {
 	struct nd_dir_stats *ds = &ifs->s;
 
@@ -1047,11 +1006,11 @@ static __always_inline void account(struct nd_iface_dir *ifs, const struct nd_me
 		ds->gso_packets++;
 	if (l3->status == ND_NON_IP) {
 		ds->non_ip++;
-		return;
+		return 0;
 	}
 	if (l3->status != ND_OK) {
 		ds->truncated++;
-		return;
+		return 0;
 	}
 	if (l4->truncated)
 		ds->truncated++;
@@ -1088,10 +1047,189 @@ static __always_inline void account(struct nd_iface_dir *ifs, const struct nd_me
 	if (l3->df && seg_len > ifs->mtu)
 		ds->df_over_mtu += segs;
 
-	struct nd_meta flow_meta = *m;
+	fill_pkt(p, m, l3, l4, segs, seg_len);
+	return 1;
+}
 
-	flow_meta.gso_segs = segs;
-	nd_flow(&flow_meta, l3, l4, seg_len);
+/*
+ * The common case in one pass, inline: TCP or UDP over IPv4 without options or over IPv6
+ * without extension headers, straight on Ethernet or raw IP, not a fragment, its transport
+ * header (TCP options included) in the linear area, not a SYN (whose MSS option the stages
+ * read). Most packets of a busy link or tunnel underlay are that, and for them the stages
+ * cost more than the parsing: calls whose returns go through the kernel's return thunk
+ * (SRSO mitigation), general walks (VLAN tags, IPv4 options, extension headers, ICMP) whose
+ * code TCP's own processing evicts from the instruction cache between two packets, and
+ * intermediate results copied from struct to struct. This path parses straight into the
+ * flow key and counts what the stages and account() would count for the same packet
+ * (fast_path_agrees_with_stages runs both on the same packets), then returns 1; for any
+ * other packet it counts nothing and returns 0, and the stages take it.
+ */
+static __always_inline int fast_account(void *data, void *data_end, struct nd_iface_dir *ifs,
+					const struct nd_meta *m, struct nd_pkt *pp)
+{
+#define p (*pp)
+	void *pos = data;
+	__u8 version;
+
+	if (m->link == ND_LINK_ETHER) {
+		struct ethhdr *eth = data;
+
+		if ((void *)(eth + 1) > data_end)
+			return 0;
+		pos = eth + 1;
+		if (eth->h_proto == bpf_htons(ETH_P_IP))
+			version = 4;
+		else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+			version = 6;
+		else
+			return 0;
+	} else {
+		if (pos + 1 > data_end)
+			return 0;
+		version = *(__u8 *)pos >> 4;
+	}
+
+	__u32 ip_field, hdr_len;
+	__u8 proto, df;
+	void *l4;
+
+	if (version == 4) {
+		struct iphdr *ip = pos;
+
+		if ((void *)(ip + 1) > data_end)
+			return 0;
+		/* Version 4 with a 20-byte header; neither more fragments nor an offset. */
+		if (*(__u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
+			return 0;
+		proto = ip->protocol;
+		ip_field = bpf_ntohs(ip->tot_len);
+		hdr_len = sizeof(*ip);
+		df = !!(ip->frag_off & bpf_htons(IP_DF));
+		p.kw.w[1] = ip->saddr;
+		p.kw.w[2] = 0;
+		p.kw.w[3] = ip->daddr;
+		p.kw.w[4] = 0;
+		l4 = ip + 1;
+	} else if (version == 6) {
+		struct ipv6hdr *ip6 = pos;
+
+		if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+			return 0;
+		const __u64 *sa = (const __u64 *)&ip6->saddr;
+		const __u64 *da = (const __u64 *)&ip6->daddr;
+
+		proto = ip6->nexthdr;
+		ip_field = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
+		hdr_len = sizeof(*ip6);
+		df = 1;
+		p.kw.w[1] = sa[0];
+		p.kw.w[2] = sa[1];
+		p.kw.w[3] = da[0];
+		p.kw.w[4] = da[1];
+		l4 = ip6 + 1;
+	} else {
+		return 0;
+	}
+
+	__u32 ip_len = ip_len_of(m, pos - data, ip_field, hdr_len);
+	__u32 l4_len = ip_len > hdr_len ? ip_len - hdr_len : 0;
+	__u32 l4_hdr;
+	__u16 sport, dport;
+
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > data_end || th->doff < 5 ||
+		    (void *)th + th->doff * 4 > data_end || (((__u8 *)th)[13] & TCP_FLAG_SYN))
+			return 0;
+		l4_hdr = th->doff * 4;
+		sport = bpf_ntohs(th->source);
+		dport = bpf_ntohs(th->dest);
+		p.seq = bpf_ntohl(th->seq);
+		p.payload = l4_len > l4_hdr ? l4_len - l4_hdr : 0;
+		p.tcp_flags = ((__u8 *)th)[13];
+		p.is_tcp = 1;
+		p.encap = ND_ENCAP_NONE;
+		p.wg_msg = -1;
+	} else if (proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		int wg;
+
+		if ((void *)(uh + 1) > data_end)
+			return 0;
+		l4_hdr = sizeof(*uh);
+		sport = bpf_ntohs(uh->source);
+		dport = bpf_ntohs(uh->dest);
+		p.encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
+				       l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
+		p.wg_msg = wg;
+		p.seq = 0;
+		p.payload = 0;
+		p.tcp_flags = 0;
+		p.is_tcp = 0;
+	} else {
+		return 0;
+	}
+	/* struct nd_flow_key's first word and its ports, little-endian (see the assert). */
+	p.kw.w[0] = m->ifindex | (__u64)(m->dir & 1) << 32 | (__u64)proto << 40 |
+		    (__u64)version << 48;
+	p.kw.ports = sport | (__u32)dport << 16;
+	p.syn_mss = 0;
+	p.pad0 = 0;
+	p.pad[0] = 0;
+	p.pad[1] = 0;
+
+	/* Interface counters: what account() counts for a packet that is neither truncated,
+	 * a fragment nor ICMP. Per-CPU value: plain increments are exact. */
+	struct nd_dir_stats *ds = &ifs->s;
+	__u32 segs = m->gso_segs;
+	__u32 seg_len = ip_len;
+
+	ds->packets++;
+	ds->segs += segs;
+	ds->bytes += m->len;
+	if (segs > 1) {
+		ds->gso_packets++;
+		if (m->gso_size)
+			seg_len = hdr_len + l4_hdr + m->gso_size;
+	}
+	if (m->xdp && p.is_tcp && seg_len > ifs->mtu && ifs->mtu > hdr_len + l4_hdr) {
+		__u32 mss = ifs->mtu - hdr_len - l4_hdr;
+
+		segs = (p.payload + mss - 1) / mss;
+		if (!segs)
+			segs = 1;
+		seg_len = ifs->mtu;
+		ds->segs += segs - 1;
+	}
+	__u32 bucket = size_bucket(seg_len);
+
+	if (bucket < ND_SIZE_BUCKETS)
+		ds->size_hist[bucket] += segs;
+	if (df && seg_len > ifs->mtu)
+		ds->df_over_mtu += segs;
+
+	p.len = m->len;
+	p.segs = segs;
+	p.seg_len = seg_len;
+	return 1;
+#undef p
+}
+
+/* Every packet fast_account() does not take: the stages, then account(). Global, so that
+ * its code and stack stay out of the programs' hot path. */
+__noinline int nd_slow_xdp(struct xdp_md *ctx, struct nd_iface_dir *ifs, const struct nd_meta *m,
+			   struct nd_pkt *p)
+{
+	struct nd_l3 l3 = {};
+	struct nd_l4 l4 = {};
+
+	if (!ctx || !ifs || !m || !p)
+		return 0;
+	nd_l3_xdp(ctx, m, &l3);
+	if (l3.status == ND_OK)
+		nd_l4_xdp(ctx, m, &l3, &l4);
+	return account(ifs, m, &l3, &l4, p);
 }
 
 SEC("xdp.frags")
@@ -1110,16 +1248,12 @@ int nd_xdp_ingress(struct xdp_md *ctx)
 		.dir = ND_DIR_INGRESS,
 		.link = ifs->link,
 	};
-	struct nd_l3 l3 = {};
-	struct nd_l4 l4 = {};
+	struct nd_pkt p;
 
-	if (stages_only ||
-	    !fast_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &m, &l3, &l4)) {
-		nd_l3_xdp(ctx, &m, &l3);
-		if (l3.status == ND_OK)
-			nd_l4_xdp(ctx, &m, &l3, &l4);
-	}
-	account(ifs, &m, &l3, &l4);
+	if ((!stages_only &&
+	     fast_account((void *)(long)ctx->data, (void *)(long)ctx->data_end, ifs, &m, &p)) ||
+	    nd_slow_xdp(ctx, ifs, &m, &p))
+		flow_record(&p);
 	return XDP_PASS;
 }
 
@@ -1150,6 +1284,19 @@ static __always_inline void parse_skb_stages(struct __sk_buff *skb, const struct
 	}
 }
 
+/* The skb counterpart of nd_slow_xdp(). */
+__noinline int nd_slow_skb(struct __sk_buff *skb, struct nd_iface_dir *ifs, const struct nd_meta *m,
+			   struct nd_pkt *p)
+{
+	struct nd_l3 l3 = {};
+	struct nd_l4 l4 = {};
+
+	if (!skb || !ifs || !m || !p)
+		return 0;
+	parse_skb_stages(skb, m, &l3, &l4);
+	return account(ifs, m, &l3, &l4, p);
+}
+
 static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 {
 	__u32 ifindex = skb->ifindex;
@@ -1157,21 +1304,22 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 
 	if (!ifs)
 		return; /* not an interface the agent watches */
+	/* Read once: each read of a shared-info field is three loads (skb->head + skb->end). */
+	__u32 gso_segs = skb->gso_segs;
 	struct nd_meta m = {
 		.len = skb->len,
 		.ifindex = ifindex,
-		.gso_segs = skb->gso_segs ? skb->gso_segs : 1,
+		.gso_segs = gso_segs ? gso_segs : 1,
 		.gso_size = skb->gso_size,
 		.dir = dir,
 		.link = ifs->link,
 	};
-	struct nd_l3 l3 = {};
-	struct nd_l4 l4 = {};
+	struct nd_pkt p;
 
-	if (stages_only ||
-	    !fast_parse((void *)(long)skb->data, (void *)(long)skb->data_end, &m, &l3, &l4))
-		parse_skb_stages(skb, &m, &l3, &l4);
-	account(ifs, &m, &l3, &l4);
+	if ((!stages_only &&
+	     fast_account((void *)(long)skb->data, (void *)(long)skb->data_end, ifs, &m, &p)) ||
+	    nd_slow_skb(skb, ifs, &m, &p))
+		flow_record(&p);
 }
 
 SEC("tc")

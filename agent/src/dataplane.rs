@@ -67,7 +67,7 @@ pub struct Options {
     /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
     pub tunnel_ports: Vec<TunnelPort>,
     /// Parse every packet with the general stages, skipping the inline fast path for plain
-    /// TCP and UDP (`fast_parse` in packet.bpf.c). The figures are the same, only slower:
+    /// TCP and UDP (`fast_account` in packet.bpf.c). The figures are the same, only slower:
     /// this exists so that a test can prove it by running both on the same packets.
     pub stages_only: bool,
 }
@@ -433,6 +433,17 @@ impl<'obj> Dataplane<'obj> {
             })
         })?;
         Ok(merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect())
+    }
+
+    /// The flows the per-CPU flow cache holds right now, as (CPU, slot within that CPU's
+    /// slots, the flow as its slot alone counts it): how the cache is used, for tests and
+    /// for looking into the cache itself. [`Dataplane::flows`] gives the totals.
+    pub fn cached_flows(&self) -> Vec<(u32, u32, Flow)> {
+        self.flow_cache
+            .used()
+            .iter()
+            .map(|(cpu, slot, k, v)| (*cpu, *slot, Flow::from_raw(k, v)))
+            .collect()
     }
 
     /// Counters of every watched interface and every flow, now.

@@ -4,8 +4,9 @@
 //! A flow's figures are split between its table entry and the cache slots that hold it
 //! (at most one per CPU): a slot counts what the flow carried on that CPU since the CPU
 //! took the slot, and adds it to the table entry only when it is retired (given to another
-//! flow). Both are cumulative, so the total is their sum; first and last seen are the
-//! minimum and maximum, the largest segment the maximum, TCP flags the union. The SYN's MSS
+//! flow, or flushed before its 32-bit byte count would wrap). Both are cumulative, so the
+//! total is their sum; first and last seen are the minimum and maximum, the largest segment
+//! the maximum, TCP flags the union. The SYN's MSS
 //! is only ever in the table; a flow's encapsulation is the same wherever it was recorded.
 //!
 //! The slots are mapped read-only (no system call per slot). A retirement moves counts from
@@ -21,7 +22,7 @@
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use libbpf_rs::MapCore;
 
@@ -33,6 +34,9 @@ pub const SLOTS_PER_CPU: u32 = 1024;
 /// Bytes of one slot (`struct nd_flow_slot`).
 const SLOT_BYTES: usize = 128;
 const SLOT_WORDS: usize = SLOT_BYTES / 8;
+/// Where the slot's sequence lock lives (`gen_begin`, `gen_end`).
+const GEN_BEGIN: usize = std::mem::offset_of!(nd_flow_slot, gen_begin);
+const GEN_END: usize = std::mem::offset_of!(nd_flow_slot, gen_end);
 /// Reads of table and slots before accepting one that raced with a retirement.
 const ATTEMPTS: usize = 4;
 /// Copies of one slot before giving up on an untorn one (a rewrite takes well under a
@@ -116,20 +120,32 @@ impl SlotView {
         unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + w * 8).cast()) }
     }
 
-    /// Slot `i`, read from its first word to its last: `gen_begin` (first word) equal to
-    /// `gen_end` (last word) means no retirement overlapped the copy (the writer stores
-    /// `gen_end`, the contents, then `gen_begin`). A packet counted meanwhile may show in
-    /// some counters and not yet in others; that is a read a moment earlier, not a tear.
+    /// The 32-bit field at byte `offset` of slot `i` (4-byte aligned, inside the slot).
+    fn field(&self, i: usize, offset: usize) -> &AtomicU32 {
+        debug_assert!(i < self.slots && offset % 4 == 0 && offset + 4 <= SLOT_BYTES);
+        // SAFETY: as in `word`: inside the mapping, 4-byte aligned, written concurrently.
+        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + offset).cast()) }
+    }
+
+    /// Slot `i`, read between its sequence lock's two halves: `gen_begin` first, then every
+    /// word, then `gen_end`. Both equal means no retirement overlapped the copy (the writer
+    /// stores `gen_end`, the contents, then `gen_begin`). A packet counted meanwhile may
+    /// show in some counters and not yet in others; that is a read a moment earlier, not a
+    /// tear.
     fn copy(&self, i: usize) -> SlotCopy {
         for _ in 0..SLOT_COPIES {
+            let begin = self.field(i, GEN_BEGIN).load(Ordering::Acquire);
             let mut bytes = [0u8; SLOT_BYTES];
             for w in 0..SLOT_WORDS {
                 let v = self.word(i, w).load(Ordering::Acquire);
                 bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_ne_bytes());
             }
             fence(Ordering::Acquire);
-            let slot: nd_flow_slot = decode(&bytes)?;
-            if slot.gen_begin == slot.gen_end {
+            let end = self.field(i, GEN_END).load(Ordering::Acquire);
+            let mut slot: nd_flow_slot = decode(&bytes)?;
+            if begin == end {
+                slot.gen_begin = begin;
+                slot.gen_end = end;
                 return Some(slot);
             }
             std::hint::spin_loop();
@@ -139,6 +155,19 @@ impl SlotView {
 
     fn copy_all(&self) -> Vec<SlotCopy> {
         (0..self.slots).map(|i| self.copy(i)).collect()
+    }
+
+    /// Every slot in use, with its CPU and its index within that CPU's slots.
+    pub(crate) fn used(&self) -> Vec<(u32, u32, nd_flow_key, nd_flow_stats)> {
+        (0..self.slots)
+            .filter_map(|i| {
+                let s = self.copy(i).filter(|s| s.used != 0)?;
+                let mut v = nd_flow_stats::default();
+                add_slot(&mut v, &s);
+                let i = u32::try_from(i).ok()?;
+                Some((i / SLOTS_PER_CPU, i % SLOTS_PER_CPU, s.key, v))
+            })
+            .collect()
     }
 }
 
@@ -190,9 +219,9 @@ pub(crate) fn merge<'a>(
 
 /// `v` (a table entry, or zero for a flow the table lacks) plus one slot.
 fn add_slot(v: &mut nd_flow_stats, s: &nd_flow_slot) {
-    v.packets += s.packets;
-    v.segs += s.segs;
-    v.bytes += s.bytes;
+    v.packets += u64::from(s.packets);
+    v.segs += u64::from(s.segs);
+    v.bytes += u64::from(s.bytes);
     v.retrans_segs = v.retrans_segs.wrapping_add(s.retrans_segs);
     for (a, b) in v.wg_msgs.iter_mut().zip(s.wg_msgs) {
         *a = a.wrapping_add(b);
@@ -225,7 +254,7 @@ mod tests {
         }
     }
 
-    fn slot(k: nd_flow_key, packets: u64, first: u64, last: u64) -> nd_flow_slot {
+    fn slot(k: nd_flow_key, packets: u32, first: u64, last: u64) -> nd_flow_slot {
         nd_flow_slot {
             key: k,
             packets,

@@ -122,31 +122,36 @@ struct nd_flow_stats {
 
 /* One slot of the per-CPU flow cache: a flow and what it carried since this CPU took the
  * slot. The agent reads the slots (mapped read-only) and adds them to the table's values;
- * both are cumulative and a slot's counts reach the table only when the slot is retired.
+ * both are cumulative and a slot's counts reach the table only when the slot is retired
+ * (or flushed, before its 32-bit byte count would wrap).
  *
  * 128 bytes, so a slot is exactly two cache lines of the page-aligned array: the first
- * holds what every packet reads and writes (key, packets, bytes). `gen_begin`/`gen_end`
- * form a sequence lock for the reader: a retirement writes `gen_end`, then the contents,
- * then `gen_begin`, so a copy read from first to last word with both equal is not torn,
- * and a generation that did not move between two reads means the slot was not retired
- * (its counts did not reach the table) in between. */
+ * holds everything a cache hit reads and writes, the second what changes once a tick or
+ * rarely. `gen_begin`/`gen_end` form a sequence lock for the reader: a retirement writes
+ * `gen_end`, then the contents, then `gen_begin`, so a copy read after `gen_begin` and
+ * before `gen_end` with both equal is not torn, and a generation that did not move between
+ * two reads means the slot was not retired (its counts did not reach the table) in
+ * between. */
 struct nd_flow_slot {
-	__u32 gen_begin;
+	/* First cache line: everything a cache hit reads or writes. */
 	struct nd_flow_key key;
-	__u64 packets;
-	__u64 bytes;
-	__u64 segs;
-	__u64 first_ns;     /* when this CPU took the slot for the flow */
-	__u64 last_ns;
 	__u32 last_j;       /* jiffies (low 32 bits) of last_ns: the clock is read once a tick */
-	__u32 touch_j;      /* jiffies of the last lookup of the flow's table entry (LRU age) */
-	__u32 retrans_segs;
-	__u32 wg_msgs[ND_WG_MSG_TYPES];
+	__u32 packets;      /* 32 bits: the slot is flushed to the table before bytes wrap, */
+	__u32 segs;         /* and packets and segments never exceed bytes */
+	__u32 bytes;
 	__u16 max_seg;
 	__u8 tcp_flags;
 	__u8 encap;
+	/* Second line: once a tick, per retransmission or WireGuard message, at retirement. */
+	__u64 first_ns;     /* when this CPU took the slot for the flow */
+	__u64 last_ns;
+	__u32 touch_j;      /* jiffies of the last lookup of the flow's table entry (LRU age) */
+	__u32 retrans_segs;
+	__u32 wg_msgs[ND_WG_MSG_TYPES];
 	__u32 used;         /* 0: empty slot */
+	__u32 gen_begin;
 	__u32 gen_end;
+	__u32 pad[3];
 };
 
 /* An entry of the shared TCP sequence table: the highest sequence end seen of one flow,

@@ -3363,7 +3363,8 @@ fn two_cpus() -> bool {
 }
 
 /// `flow_hash()` of packet.bpf.c for an IPv4 TCP/UDP flow on the loopback (10.0.0.1 ->
-/// 10.0.0.2, the packet builder's addresses): the key's eleven native-endian words, paired.
+/// 10.0.0.2, the packet builder's addresses): the key's five native-endian 64-bit words and
+/// its ports' 32-bit word, each times its constant, summed, then mixed.
 fn flow_hash(dir: Direction, proto: u8, sport: u16, dport: u16) -> u64 {
     let mut key = [0u8; 44];
     key[0..4].copy_from_slice(&LO.to_ne_bytes());
@@ -3374,22 +3375,24 @@ fn flow_hash(dir: Direction, proto: u8, sport: u16, dport: u16) -> u64 {
     key[24..28].copy_from_slice(&[10, 0, 0, 2]);
     key[40..42].copy_from_slice(&sport.to_ne_bytes());
     key[42..44].copy_from_slice(&dport.to_ne_bytes());
-    let w = |i: usize| {
-        u64::from(u32::from_ne_bytes([
-            key[i],
-            key[i + 1],
-            key[i + 2],
-            key[i + 3],
-        ]))
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&key[8 * i..8 * i + 8]);
+        u64::from_ne_bytes(w)
     };
-    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in (0..10).step_by(2) {
-        h ^= w(4 * i) | w(4 * (i + 1)) << 32;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 32;
-    }
-    h ^= w(40);
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    let ports = u64::from(u32::from_ne_bytes([key[40], key[41], key[42], key[43]]));
+    let constants: [u64; 5] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xff51_afd7_ed55_8ccd,
+        0xc4ce_b9fe_1a85_ec53,
+        0xd6e8_feb8_6659_fd93,
+        0xa076_1d64_78bd_642f,
+    ];
+    let mut h = (0..5).fold(ports.wrapping_mul(0xe703_7ed1_a0b4_28db), |h, i| {
+        h.wrapping_add(word(i).wrapping_mul(constants[i]))
+    });
+    h ^= h >> 32;
+    h = h.wrapping_mul(0x8ebc_6af0_9c88_c6e3);
     h ^= h >> 29;
     h
 }
@@ -3453,6 +3456,64 @@ fn flow_split_across_cpus(dp: &Dataplane<'_>) -> Result<()> {
     unpin()
 }
 
+/// (CPU, slot, source port) of every flow the cache holds, in order.
+fn cached_ports(dp: &Dataplane<'_>) -> Result<Vec<(u32, u64, u16)>> {
+    let mut v: Vec<(u32, u64, u16)> = dp
+        .cached_flows()
+        .into_iter()
+        .map(|(cpu, slot, f)| (cpu, u64::from(slot), f.src_port))
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// A slot counts bytes in 32 bits; a flow that carries 4 GiB through one CPU's slot has it
+/// flushed to the table just before the count would wrap, and totals stay exact: 1.45
+/// million runs of a 3 kB datagram (4.3 GB) through one program on one CPU.
+fn slot_bytes_flushed_before_they_wrap(dp: &Dataplane<'_>) -> Result<()> {
+    let frame = pkt::v4(pkt::UDP, &pkt::udp(45000, 80, &pkt::data(2958)));
+    let len = frame.len() as u64;
+    let runs = (1u64 << 32) / len + 1_000;
+    pin(0)?;
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr().cast(),
+        data_size_in: u32::try_from(frame.len())?,
+        repeat: i32::try_from(runs)?,
+        ..Default::default()
+    };
+    let fd = dp.program(ProgramKind::TcEgress).as_fd().as_raw_fd();
+    // SAFETY: as in `test_run`: `opts` borrows `frame` for the call only, no output buffers.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
+    unpin()?;
+    ensure!(rc == 0, "test run: {rc}");
+    let flows = dp.flows()?;
+    let f = flows
+        .iter()
+        .find(|f| f.src_port == 45000)
+        .context("the flow")?;
+    ensure!(
+        (f.packets, f.segments, f.bytes) == (runs, runs, runs * len),
+        "{runs} runs of {len} bytes: counted {} packets, {} segments, {} bytes",
+        f.packets,
+        f.segments,
+        f.bytes
+    );
+    // The slot holds only what came after the flush.
+    let cached = dp.cached_flows();
+    let (_, _, slot) = cached
+        .iter()
+        .find(|(_, _, f)| f.src_port == 45000)
+        .context("the flow's slot")?;
+    ensure!(
+        slot.packets < runs && slot.bytes == slot.packets * len,
+        "no flush: the slot holds {} packets, {} bytes of {runs} packets",
+        slot.packets,
+        slot.bytes
+    );
+    Ok(())
+}
+
 /// Two flows in one slot of one CPU: while the first is busy the second is counted in the
 /// table; once the first has been idle the second takes the slot, and the first's counts
 /// move to the table. Totals stay exact throughout.
@@ -3465,6 +3526,7 @@ fn colliding_flows_share_a_slot(dp: &Dataplane<'_>) -> Result<()> {
     let udp = |sport: u16, n: usize| pkt::v4(pkt::UDP, &pkt::udp(sport, 80, &pkt::data(n)));
     let ka = (pkt::UDP, A, a, B, 80);
     let kb = (pkt::UDP, A, b, B, 80);
+    let slot = flow_hash(Direction::Egress, pkt::UDP, a, 80) % CACHE_SLOTS;
     pin(0)?;
     for n in [100, 200] {
         e.ip(&udp(a, n), 28 + n as u32, ka)?;
@@ -3472,10 +3534,16 @@ fn colliding_flows_share_a_slot(dp: &Dataplane<'_>) -> Result<()> {
     e.ip(&udp(b, 300), 328, kb)?; // slot busy with a: counted in the table
     e.ip(&udp(a, 50), 78, ka)?;
     e.check()?;
+    // The mirror of flow_hash() is right and the two flows do collide: a holds the slot.
+    ensure!(
+        cached_ports(dp)? == [(0, slot, a)],
+        "a in slot {slot} of CPU 0, b not cached"
+    );
     std::thread::sleep(IDLE);
     e.ip(&udp(b, 400), 428, kb)?; // a idle: retired into the table, b takes the slot
     e.ip(&udp(b, 10), 38, kb)?;
     e.check()?;
+    ensure!(cached_ports(dp)? == [(0, slot, b)], "b took slot {slot}");
     std::thread::sleep(IDLE);
     e.ip(&udp(a, 60), 88, ka)?; // and back
     e.check()?;
@@ -3523,7 +3591,8 @@ fn colliding_flows_share_sequence_state(dp: &Dataplane<'_>) -> Result<()> {
     e.check()
 }
 
-/// 10. The flow cache: one flow on two CPUs, two flows in one slot, shared sequence state.
+/// 10. The flow cache: one flow on two CPUs, two flows in one slot, shared sequence state, and
+///     32-bit slot counts flushed before they wrap.
 #[test]
 fn flow_cache_cpus_and_collisions() -> Result<()> {
     if !ready() {
@@ -3539,6 +3608,11 @@ fn flow_cache_cpus_and_collisions() -> Result<()> {
             "colliding_flows_share_sequence_state",
             ETHER_1500,
             colliding_flows_share_sequence_state,
+        ),
+        (
+            "slot_bytes_flushed_before_they_wrap",
+            ETHER_1500,
+            slot_bytes_flushed_before_they_wrap,
         ),
     ];
     if two_cpus() {
@@ -3564,7 +3638,7 @@ struct TcpFlows {
 /// flags, timestamp options, SYNs with an MSS option; UDP with WireGuard, VXLAN, GENEVE,
 /// tunnel-port or random payloads; now and then a VLAN tag, IPv4 options, a cut or
 /// padding; and one input in six from the general generator. Also returns whether the frame
-/// is plain TCP or UDP, which `fast_parse` takes whole.
+/// is plain TCP or UDP, which `fast_account` takes whole.
 fn plain_traffic_frame(rng: &mut Rng, raw_ip: bool, flows: &mut TcpFlows) -> (Vec<u8>, bool) {
     if rng.chance(16) {
         return (random_frame(rng, raw_ip), false);
@@ -3655,7 +3729,7 @@ fn flows_untimed(dp: &Dataplane<'_>) -> Result<Vec<Flow>> {
     Ok(flows)
 }
 
-/// `fast_parse` (plain TCP and UDP, inline) and the general stages give the same figures:
+/// `fast_account` (plain TCP and UDP, inline) and the general stages give the same figures:
 /// two data planes, one parsing every packet with the stages only, run the same 6,000
 /// inputs per program and link type (tc ones with GSO metadata now and then), and their
 /// interface counters and every flow record (packets, segments, bytes, flags, SYN MSS,

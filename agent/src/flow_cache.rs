@@ -6,8 +6,8 @@
 //! took the slot, and adds it to the table entry only when it is retired (given to another
 //! flow, or flushed before its 32-bit byte count would wrap). Both are cumulative, so the
 //! total is their sum; first and last seen are the minimum and maximum, the largest segment
-//! the maximum, TCP flags the union. The SYN's MSS
-//! is only ever in the table; a flow's encapsulation is the same wherever it was recorded.
+//! the maximum, TCP flags the union. The SYN's MSS is only ever in the table; a flow's
+//! encapsulation is the same wherever it was recorded.
 //!
 //! The slots are mapped read-only (no system call per slot). A retirement moves counts from
 //! a slot to the table while the agent reads, so the reader copies every slot, reads the

@@ -962,6 +962,55 @@ static __always_inline void flow_record(struct nd_pkt *p)
 		nd_flow_touch(s, p);
 }
 
+/* Counts a packet in the interface's packet, segment and byte counts. Per-CPU value: plain
+ * increments are exact. */
+static __always_inline void count_packet(struct nd_iface_dir *ifs, const struct nd_meta *m)
+{
+	struct nd_dir_stats *ds = &ifs->s;
+
+	ds->packets++;
+	ds->segs += m->gso_segs;
+	ds->bytes += m->len;
+	if (m->gso_segs > 1)
+		ds->gso_packets++;
+}
+
+/* Counts a packet's wire segments by size: the size histogram and DF segments over the MTU
+ * (and, for generic XDP, the segments GRO merged). `hdrs` is the length of the
+ * network and transport headers, `payload` the transport payload of the whole packet.
+ * Returns the segments, and in *seg_len the IP length of one: GSO packets are cut into
+ * gso_size payloads. */
+static __always_inline __u32 count_segments(struct nd_iface_dir *ifs, const struct nd_meta *m,
+					    __u32 ip_len, __u32 hdrs, __u8 is_tcp, __u32 payload,
+					    __u8 df, __u32 *seg_len)
+{
+	struct nd_dir_stats *ds = &ifs->s;
+	__u32 segs = m->gso_segs;
+	__u32 len = ip_len;
+
+	if (segs > 1 && m->gso_size)
+		len = hdrs + m->gso_size;
+	/* Generic XDP runs after GRO and gets no GSO metadata: a TCP "frame" larger than the
+	 * MTU is an aggregate of MTU-sized segments, not an oversized packet. */
+	if (m->xdp && is_tcp && len > ifs->mtu && ifs->mtu > hdrs) {
+		__u32 mss = ifs->mtu - hdrs;
+
+		segs = (payload + mss - 1) / mss;
+		if (!segs)
+			segs = 1;
+		len = ifs->mtu;
+		ds->segs += segs - 1;
+	}
+	__u32 bucket = size_bucket(len);
+
+	if (bucket < ND_SIZE_BUCKETS)
+		ds->size_hist[bucket] += segs;
+	if (df && len > ifs->mtu)
+		ds->df_over_mtu += segs;
+	*seg_len = len;
+	return segs;
+}
+
 /* The flow record's input from the stages' results; `segs` as account() counted them. */
 static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,
 				     const struct nd_l3 *l3, const struct nd_l4 *l4, __u32 segs,
@@ -998,12 +1047,7 @@ static __always_inline int account(struct nd_iface_dir *ifs, const struct nd_met
 {
 	struct nd_dir_stats *ds = &ifs->s;
 
-	/* Per-CPU value: plain increments are exact. */
-	ds->packets++;
-	ds->segs += m->gso_segs;
-	ds->bytes += m->len;
-	if (m->gso_segs > 1)
-		ds->gso_packets++;
+	count_packet(ifs, m);
 	if (l3->status == ND_NON_IP) {
 		ds->non_ip++;
 		return 0;
@@ -1019,33 +1063,14 @@ static __always_inline int account(struct nd_iface_dir *ifs, const struct nd_met
 	if (l4->icmp6_too_big)
 		ds->icmp6_too_big++;
 
-	/* Size of one segment on the wire: GSO packets are cut into gso_size payloads. */
-	__u32 seg_len = l3->ip_len;
-	__u32 segs = m->gso_segs;
+	__u32 seg_len;
+	__u32 segs = count_segments(ifs, m, l3->ip_len, l3->hdr_len + l4->hdr_len, l4->is_tcp,
+				    l4->payload, l3->df, &seg_len);
 
-	if (segs > 1 && m->gso_size)
-		seg_len = l3->hdr_len + l4->hdr_len + m->gso_size;
-	/* Generic XDP runs after GRO and gets no GSO metadata: a TCP "frame" larger than the
-	 * MTU is an aggregate of MTU-sized segments, not an oversized packet. */
-	if (m->xdp && l4->is_tcp && seg_len > ifs->mtu && ifs->mtu > l3->hdr_len + l4->hdr_len) {
-		__u32 mss = ifs->mtu - l3->hdr_len - l4->hdr_len;
-
-		segs = (l4->payload + mss - 1) / mss;
-		if (!segs)
-			segs = 1;
-		seg_len = ifs->mtu;
-		ds->segs += segs - 1;
-	}
-	__u32 bucket = size_bucket(seg_len);
-
-	if (bucket < ND_SIZE_BUCKETS)
-		ds->size_hist[bucket] += segs;
 	if (l3->frag == ND_FRAG_FIRST)
 		ds->frag_first++;
 	else if (l3->frag == ND_FRAG_LATER)
 		ds->frag_later++;
-	if (l3->df && seg_len > ifs->mtu)
-		ds->df_over_mtu += segs;
 
 	fill_pkt(p, m, l3, l4, segs, seg_len);
 	return 1;
@@ -1179,36 +1204,12 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 	p.pad[0] = 0;
 	p.pad[1] = 0;
 
-	/* Interface counters: what account() counts for a packet that is neither truncated,
-	 * a fragment nor ICMP. Per-CPU value: plain increments are exact. */
-	struct nd_dir_stats *ds = &ifs->s;
-	__u32 segs = m->gso_segs;
-	__u32 seg_len = ip_len;
+	/* What account() counts of a packet that is neither truncated, a fragment nor ICMP. */
+	__u32 seg_len;
+	__u32 segs;
 
-	ds->packets++;
-	ds->segs += segs;
-	ds->bytes += m->len;
-	if (segs > 1) {
-		ds->gso_packets++;
-		if (m->gso_size)
-			seg_len = hdr_len + l4_hdr + m->gso_size;
-	}
-	if (m->xdp && p.is_tcp && seg_len > ifs->mtu && ifs->mtu > hdr_len + l4_hdr) {
-		__u32 mss = ifs->mtu - hdr_len - l4_hdr;
-
-		segs = (p.payload + mss - 1) / mss;
-		if (!segs)
-			segs = 1;
-		seg_len = ifs->mtu;
-		ds->segs += segs - 1;
-	}
-	__u32 bucket = size_bucket(seg_len);
-
-	if (bucket < ND_SIZE_BUCKETS)
-		ds->size_hist[bucket] += segs;
-	if (df && seg_len > ifs->mtu)
-		ds->df_over_mtu += segs;
-
+	count_packet(ifs, m);
+	segs = count_segments(ifs, m, ip_len, hdr_len + l4_hdr, p.is_tcp, p.payload, df, &seg_len);
 	p.len = m->len;
 	p.segs = segs;
 	p.seg_len = seg_len;

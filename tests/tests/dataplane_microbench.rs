@@ -70,18 +70,7 @@ fn frame_udp(sport: u16, payload: usize) -> Vec<u8> {
 
 /// Mean ns per run of `repeat` runs of `kind` on `data`, as the kernel timed them.
 fn ns_per_run(dp: &Dataplane<'_>, kind: ProgramKind, data: &[u8], repeat: u32) -> Result<f64> {
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: data.as_ptr().cast(),
-        data_size_in: u32::try_from(data.len())?,
-        repeat: i32::try_from(repeat)?,
-        ..Default::default()
-    };
-    let fd = dp.program(kind).as_fd().as_raw_fd();
-    // SAFETY: `opts` borrows `data` for the call only; no output buffers; `fd` is live.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
-    ensure!(rc == 0, "test run failed: {rc}");
-    Ok(f64::from(opts.duration))
+    fd_ns_per_run(dp.program(kind).as_fd().as_raw_fd(), data, repeat)
 }
 
 /// Median of `rounds` measurements.
@@ -150,6 +139,20 @@ fn hot_path_ns_per_run() -> Result<()> {
 )]
 mod floor {
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+/// The empty programs (tc ingress and egress, XDP), loaded.
+fn load_floor(storage: &mut MaybeUninit<libbpf_rs::OpenObject>) -> Result<floor::FloorSkel<'_>> {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    Ok(floor::FloorSkelBuilder::default().open(storage)?.load()?)
+}
+
+/// The empty tc programs' descriptors: [ingress, egress].
+fn floor_fds(fl: &floor::FloorSkel<'_>) -> [i32; 2] {
+    [
+        fl.progs.floor_tc_in.as_fd().as_raw_fd(),
+        fl.progs.floor_tc_out.as_fd().as_raw_fd(),
+    ]
 }
 
 /// Mean ns per run of `repeat` runs of program `fd` on `data`, as the kernel timed them.
@@ -263,7 +266,6 @@ fn variants(ifindex: u32) -> Result<Option<Vec<Variant>>> {
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_ns_per_run() -> Result<()> {
-    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
     if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
         return Ok(());
     }
@@ -271,13 +273,8 @@ fn objects_ns_per_run() -> Result<()> {
         return Ok(());
     };
     let mut storage = MaybeUninit::uninit();
-    let fl = floor::FloorSkelBuilder::default()
-        .open(&mut storage)?
-        .load()?;
-    let floors = [
-        fl.progs.floor_tc_in.as_fd().as_raw_fd(),
-        fl.progs.floor_tc_out.as_fd().as_raw_fd(),
-    ];
+    let fl = load_floor(&mut storage)?;
+    let floors = floor_fds(&fl);
     let cases = [
         (
             "tcp data in",
@@ -344,7 +341,6 @@ fn objects_ns_per_run() -> Result<()> {
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_under_iperf3() -> Result<()> {
-    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
     use netdoctor_lab::traffic::iperf3_client;
     use netdoctor_lab::{Iperf3Opts, Iperf3Server, PairTopology};
     use std::os::fd::{FromRawFd, OwnedFd};
@@ -371,9 +367,7 @@ fn objects_under_iperf3() -> Result<()> {
         return Ok(());
     };
     let mut storage = MaybeUninit::uninit();
-    let fl = floor::FloorSkelBuilder::default()
-        .open(&mut storage)?
-        .load()?;
+    let fl = load_floor(&mut storage)?;
     // (label, [tc ingress, tc egress] program fds) per variant, the floor last.
     let mut progs: Vec<(String, [i32; 2])> = vars
         .iter()
@@ -384,13 +378,7 @@ fn objects_under_iperf3() -> Result<()> {
             ))
         })
         .collect::<Result<_>>()?;
-    progs.push((
-        "floor".into(),
-        [
-            fl.progs.floor_tc_in.as_fd().as_raw_fd(),
-            fl.progs.floor_tc_out.as_fd().as_raw_fd(),
-        ],
-    ));
+    progs.push(("floor".into(), floor_fds(&fl)));
     let attach = |fd: i32, hook: usize| -> Result<OwnedFd> {
         let ty = [libbpf_sys::BPF_TCX_INGRESS, libbpf_sys::BPF_TCX_EGRESS][hook];
         let ifindex = i32::try_from(ifindex)?;

@@ -618,8 +618,9 @@ _Static_assert(__builtin_offsetof(struct nd_flow_key, dir) == 4 &&
 /* 64-bit hash of a flow key: the six words multiplied by independent odd constants and
  * summed (the multiplications run in parallel, not as a chain), then mixed so that every
  * input bit reaches the low bits. The slot index takes the low bits, the sequence table's
- * index bits 16-27 and its tag the high 32. Not a keyed hash: colliding flows cost the
- * table's price, they are never conflated (slots compare the whole key). */
+ * index bits 16-27 and its tag the high 32. Not a keyed hash: flows colliding in the cache
+ * cost the table's price and are never conflated (slots compare the whole key); for the
+ * sequence table's 44-bit identity see nd_seq_slow(). */
 static __always_inline __u64 flow_hash(const struct nd_flow_key *k)
 {
 	__u64 h = KW64(k, 0) * 0x9e3779b97f4a7c15ULL + KW64(k, 1) * 0xff51afd7ed558ccdULL +
@@ -1085,14 +1086,14 @@ static __always_inline int account(struct nd_iface_dir *ifs, const struct nd_met
  * (SRSO mitigation), general walks (VLAN tags, IPv4 options, extension headers, ICMP) whose
  * code TCP's own processing evicts from the instruction cache between two packets, and
  * intermediate results copied from struct to struct. This path parses straight into the
- * flow key and counts what the stages and account() would count for the same packet
- * (fast_path_agrees_with_stages runs both on the same packets), then returns 1; for any
- * other packet it counts nothing and returns 0, and the stages take it.
+ * flow key and the rest of `p`, and counts the interface counters as the stages and
+ * account() would for the same packet (fast_path_agrees_with_stages runs both on the same
+ * packets), then returns 1 and leaves the flow record to the caller; for any other packet
+ * it counts nothing and returns 0, and the stages take it.
  */
 static __always_inline int fast_account(void *data, void *data_end, struct nd_iface_dir *ifs,
-					const struct nd_meta *m, struct nd_pkt *pp)
+					const struct nd_meta *m, struct nd_pkt *p)
 {
-#define p (*pp)
 	void *pos = data;
 	__u8 version;
 
@@ -1130,10 +1131,10 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		ip_field = bpf_ntohs(ip->tot_len);
 		hdr_len = sizeof(*ip);
 		df = !!(ip->frag_off & bpf_htons(IP_DF));
-		p.kw.w[1] = ip->saddr;
-		p.kw.w[2] = 0;
-		p.kw.w[3] = ip->daddr;
-		p.kw.w[4] = 0;
+		p->kw.w[1] = ip->saddr;
+		p->kw.w[2] = 0;
+		p->kw.w[3] = ip->daddr;
+		p->kw.w[4] = 0;
 		l4 = ip + 1;
 	} else if (version == 6) {
 		struct ipv6hdr *ip6 = pos;
@@ -1147,10 +1148,10 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		ip_field = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
 		hdr_len = sizeof(*ip6);
 		df = 1;
-		p.kw.w[1] = sa[0];
-		p.kw.w[2] = sa[1];
-		p.kw.w[3] = da[0];
-		p.kw.w[4] = da[1];
+		p->kw.w[1] = sa[0];
+		p->kw.w[2] = sa[1];
+		p->kw.w[3] = da[0];
+		p->kw.w[4] = da[1];
 		l4 = ip6 + 1;
 	} else {
 		return 0;
@@ -1170,12 +1171,12 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		l4_hdr = th->doff * 4;
 		sport = bpf_ntohs(th->source);
 		dport = bpf_ntohs(th->dest);
-		p.seq = bpf_ntohl(th->seq);
-		p.payload = l4_len > l4_hdr ? l4_len - l4_hdr : 0;
-		p.tcp_flags = ((__u8 *)th)[13];
-		p.is_tcp = 1;
-		p.encap = ND_ENCAP_NONE;
-		p.wg_msg = -1;
+		p->seq = bpf_ntohl(th->seq);
+		p->payload = l4_len > l4_hdr ? l4_len - l4_hdr : 0;
+		p->tcp_flags = ((__u8 *)th)[13];
+		p->is_tcp = 1;
+		p->encap = ND_ENCAP_NONE;
+		p->wg_msg = -1;
 	} else if (proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 		int wg;
@@ -1185,36 +1186,36 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		l4_hdr = sizeof(*uh);
 		sport = bpf_ntohs(uh->source);
 		dport = bpf_ntohs(uh->dest);
-		p.encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
-				       l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
-		p.wg_msg = wg;
-		p.seq = 0;
-		p.payload = 0;
-		p.tcp_flags = 0;
-		p.is_tcp = 0;
+		p->encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
+					l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
+		p->wg_msg = wg;
+		p->seq = 0;
+		p->payload = 0;
+		p->tcp_flags = 0;
+		p->is_tcp = 0;
 	} else {
 		return 0;
 	}
 	/* struct nd_flow_key's first word and its ports, little-endian (see the assert). */
-	p.kw.w[0] = m->ifindex | (__u64)(m->dir & 1) << 32 | (__u64)proto << 40 |
-		    (__u64)version << 48;
-	p.kw.ports = sport | (__u32)dport << 16;
-	p.syn_mss = 0;
-	p.pad0 = 0;
-	p.pad[0] = 0;
-	p.pad[1] = 0;
+	p->kw.w[0] = m->ifindex | (__u64)(m->dir & 1) << 32 | (__u64)proto << 40 |
+		     (__u64)version << 48;
+	p->kw.ports = sport | (__u32)dport << 16;
+	p->syn_mss = 0;
+	p->pad0 = 0;
+	p->pad[0] = 0;
+	p->pad[1] = 0;
 
 	/* What account() counts of a packet that is neither truncated, a fragment nor ICMP. */
 	__u32 seg_len;
 	__u32 segs;
 
 	count_packet(ifs, m);
-	segs = count_segments(ifs, m, ip_len, hdr_len + l4_hdr, p.is_tcp, p.payload, df, &seg_len);
-	p.len = m->len;
-	p.segs = segs;
-	p.seg_len = seg_len;
+	segs = count_segments(ifs, m, ip_len, hdr_len + l4_hdr, p->is_tcp, p->payload, df,
+			      &seg_len);
+	p->len = m->len;
+	p->segs = segs;
+	p->seg_len = seg_len;
 	return 1;
-#undef p
 }
 
 /* Every packet fast_account() does not take: the stages, then account(). Global, so that

@@ -31,6 +31,7 @@
 
 pub mod agent;
 pub mod attached;
+pub mod bpf;
 pub mod ci;
 pub mod cmd;
 pub mod diagnosis;

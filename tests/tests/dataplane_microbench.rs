@@ -341,9 +341,9 @@ fn objects_ns_per_run() -> Result<()> {
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_under_iperf3() -> Result<()> {
+    use netdoctor_lab::bpf::{link_create, StatsGuard};
     use netdoctor_lab::traffic::iperf3_client;
     use netdoctor_lab::{Iperf3Opts, Iperf3Server, PairTopology};
-    use std::os::fd::{FromRawFd, OwnedFd};
     if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
         return Ok(());
     }
@@ -358,11 +358,7 @@ fn objects_under_iperf3() -> Result<()> {
     let ns = std::fs::File::open(lab.b.path())?;
     nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
     let ifindex = nix::net::if_::if_nametoindex(PairTopology::IFNAME)?;
-    // SAFETY: plain system call; the descriptor keeps statistics on until it is closed.
-    let stats = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    ensure!(stats >= 0, "BPF_ENABLE_STATS: {stats}");
-    // SAFETY: a fresh descriptor this function owns.
-    let _stats = unsafe { OwnedFd::from_raw_fd(stats) };
+    let _stats = StatsGuard::enable()?;
     let Some(vars) = variants(ifindex)? else {
         return Ok(());
     };
@@ -379,14 +375,9 @@ fn objects_under_iperf3() -> Result<()> {
         })
         .collect::<Result<_>>()?;
     progs.push(("floor".into(), floor_fds(&fl)));
-    let attach = |fd: i32, hook: usize| -> Result<OwnedFd> {
+    let attach = |fd: i32, hook: usize| {
         let ty = [libbpf_sys::BPF_TCX_INGRESS, libbpf_sys::BPF_TCX_EGRESS][hook];
-        let ifindex = i32::try_from(ifindex)?;
-        // SAFETY: plain system call on a live program; no options.
-        let link = unsafe { libbpf_sys::bpf_link_create(fd, ifindex, ty, std::ptr::null()) };
-        ensure!(link >= 0, "bpf_link_create: {link}");
-        // SAFETY: a fresh descriptor this function owns; dropping it detaches.
-        Ok(unsafe { OwnedFd::from_raw_fd(link) })
+        link_create(fd, ifindex, ty, 0).context("tcx link")
     };
     let run_stats = |fd: i32| prog_info(fd).map(|i| (i.run_time_ns, i.run_cnt));
     let n = progs.len();

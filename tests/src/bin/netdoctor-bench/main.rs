@@ -88,6 +88,7 @@ use anyhow::{bail, ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
+use netdoctor_lab::bpf::{link_create, StatsGuard};
 use netdoctor_lab::{
     ci, cmd, traffic, BgProcess, Direction, Iperf3Opts, Iperf3Server, Netns, PacketLoss,
     PairTopology,
@@ -371,43 +372,6 @@ fn parse_args() -> Result<Option<Args>> {
 // ---------------------------------------------------------------------------------------
 // Kernel plumbing: stats, links, queries
 // ---------------------------------------------------------------------------------------
-
-/// BPF run-time statistics, on while this descriptor is open (`BPF_ENABLE_STATS`).
-#[derive(Debug)]
-struct StatsGuard {
-    _fd: OwnedFd,
-}
-
-impl StatsGuard {
-    fn enable() -> Result<StatsGuard> {
-        // SAFETY: plain syscall wrapper without pointer arguments.
-        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-        if fd < 0 {
-            return Err(io::Error::from_raw_os_error(-fd)).context("BPF_ENABLE_STATS");
-        }
-        // SAFETY: bpf_enable_stats returned a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(StatsGuard { _fd: fd })
-    }
-}
-
-/// Creates a BPF link (XDP or tcx) on `ifindex` of the calling thread's namespace.
-fn link_create(prog_fd: RawFd, ifindex: u32, attach_type: u32, flags: u32) -> io::Result<OwnedFd> {
-    let opts = libbpf_sys::bpf_link_create_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
-        flags,
-        ..Default::default()
-    };
-    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
-    // SAFETY: `prog_fd` is a loaded program kept open by the caller for the duration of the
-    // call, and `opts` is a fully initialised options struct whose `sz` matches our libbpf.
-    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, target, attach_type, &opts) };
-    if fd < 0 {
-        return Err(io::Error::from_raw_os_error(-fd));
-    }
-    // SAFETY: bpf_link_create returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
 
 /// Ids of the programs on a tcx hook of `ifindex`, in chain order.
 fn tcx_prog_ids(ifindex: u32, attach_type: u32) -> io::Result<Vec<u32>> {

@@ -1,0 +1,54 @@
+//! BPF plumbing shared by the measurements (`netdoctor-bench`, `dataplane_microbench`):
+//! run-time statistics and links made directly on program descriptors, for programs
+//! that are not netdoctor's own loader's (empty floor programs, compiled variants).
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use anyhow::{Context, Result};
+use libbpf_rs::libbpf_sys;
+
+/// BPF run-time statistics (`run_time_ns`, `run_cnt`), on while this guard lives
+/// (`BPF_ENABLE_STATS`; `kernel.bpf_stats_enabled` is left alone).
+#[derive(Debug)]
+pub struct StatsGuard {
+    _fd: OwnedFd,
+}
+
+impl StatsGuard {
+    /// Turns the statistics on.
+    pub fn enable() -> Result<StatsGuard> {
+        // SAFETY: plain syscall wrapper without pointer arguments.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(-fd)).context("BPF_ENABLE_STATS");
+        }
+        // SAFETY: bpf_enable_stats returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(StatsGuard { _fd: fd })
+    }
+}
+
+/// Creates a BPF link (XDP or tcx) of program `prog_fd` on `ifindex` of the calling
+/// thread's network namespace; dropping the descriptor detaches it.
+pub fn link_create(
+    prog_fd: RawFd,
+    ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
+    // SAFETY: `prog_fd` is a loaded program kept open by the caller for the duration of the
+    // call, and `opts` is a fully initialised options struct whose `sz` matches our libbpf.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, target, attach_type, &opts) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: bpf_link_create returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -238,11 +238,22 @@ fn test_run(
     data: &[u8],
     ctx: Option<&[u8]>,
 ) -> std::io::Result<u32> {
+    test_run_repeat(dp, kind, data, ctx, 0)
+}
+
+/// [`test_run`] with `repeat` runs of the program on the same input in one call.
+fn test_run_repeat(
+    dp: &Dataplane<'_>,
+    kind: ProgramKind,
+    data: &[u8],
+    ctx: Option<&[u8]>,
+    repeat: i32,
+) -> std::io::Result<u32> {
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: data.as_ptr().cast(),
         data_size_in: u32::try_from(data.len()).expect("test input fits in u32"),
-        repeat: 0,
+        repeat,
         ..Default::default()
     };
     if let Some(ctx) = ctx {
@@ -3457,14 +3468,14 @@ fn flow_split_across_cpus(dp: &Dataplane<'_>) -> Result<()> {
 }
 
 /// (CPU, slot, source port) of every flow the cache holds, in order.
-fn cached_ports(dp: &Dataplane<'_>) -> Result<Vec<(u32, u64, u16)>> {
+fn cached_ports(dp: &Dataplane<'_>) -> Vec<(u32, u64, u16)> {
     let mut v: Vec<(u32, u64, u16)> = dp
         .cached_flows()
         .into_iter()
         .map(|(cpu, slot, f)| (cpu, u64::from(slot), f.src_port))
         .collect();
     v.sort_unstable();
-    Ok(v)
+    v
 }
 
 /// A slot counts bytes in 32 bits; a flow that carries 4 GiB through one CPU's slot has it
@@ -3475,18 +3486,15 @@ fn slot_bytes_flushed_before_they_wrap(dp: &Dataplane<'_>) -> Result<()> {
     let len = frame.len() as u64;
     let runs = (1u64 << 32) / len + 1_000;
     pin(0)?;
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: frame.as_ptr().cast(),
-        data_size_in: u32::try_from(frame.len())?,
-        repeat: i32::try_from(runs)?,
-        ..Default::default()
-    };
-    let fd = dp.program(ProgramKind::TcEgress).as_fd().as_raw_fd();
-    // SAFETY: as in `test_run`: `opts` borrows `frame` for the call only, no output buffers.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
+    let ran = test_run_repeat(
+        dp,
+        ProgramKind::TcEgress,
+        &frame,
+        None,
+        i32::try_from(runs)?,
+    );
     unpin()?;
-    ensure!(rc == 0, "test run: {rc}");
+    ran.context("repeated test run")?;
     let flows = dp.flows()?;
     let f = flows
         .iter()
@@ -3536,14 +3544,14 @@ fn colliding_flows_share_a_slot(dp: &Dataplane<'_>) -> Result<()> {
     e.check()?;
     // The mirror of flow_hash() is right and the two flows do collide: a holds the slot.
     ensure!(
-        cached_ports(dp)? == [(0, slot, a)],
+        cached_ports(dp) == [(0, slot, a)],
         "a in slot {slot} of CPU 0, b not cached"
     );
     std::thread::sleep(IDLE);
     e.ip(&udp(b, 400), 428, kb)?; // a idle: retired into the table, b takes the slot
     e.ip(&udp(b, 10), 38, kb)?;
     e.check()?;
-    ensure!(cached_ports(dp)? == [(0, slot, b)], "b took slot {slot}");
+    ensure!(cached_ports(dp) == [(0, slot, b)], "b took slot {slot}");
     std::thread::sleep(IDLE);
     e.ip(&udp(a, 60), 88, ka)?; // and back
     e.check()?;

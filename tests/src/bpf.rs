@@ -1,12 +1,30 @@
 //! BPF plumbing shared by the measurements (`netdoctor-bench`, `dataplane_microbench`):
-//! run-time statistics and links made directly on program descriptors, for programs
-//! that are not netdoctor's own loader's (empty floor programs, compiled variants).
+//! the empty programs they measure as their floor, run-time statistics, and links made
+//! directly on program descriptors, for programs that are not netdoctor's own loader's
+//! (the floor, compiled variants of packet.bpf.c).
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
+
+/// Generated skeleton of `tests/bpf/floor.bpf.c` (built by `tests/build.rs`): empty
+/// programs with netdoctor's sections and return codes, whose ns per run is the cost of
+/// the statistics themselves.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    clippy::unwrap_used,
+    missing_docs,
+    missing_debug_implementations,
+    non_camel_case_types,
+    unsafe_op_in_unsafe_fn
+)]
+pub mod floor {
+    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
 
 /// BPF run-time statistics (`run_time_ns`, `run_cnt`), on while this guard lives
 /// (`BPF_ENABLE_STATS`; `kernel.bpf_stats_enabled` is left alone).

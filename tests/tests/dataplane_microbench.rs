@@ -20,6 +20,7 @@ use anyhow::{ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use netdoctor::dataplane::{Dataplane, Options, ProgramKind};
 use netdoctor::iface::LinkType;
+use netdoctor_lab::bpf::floor;
 use netdoctor_lab::ci;
 
 const LO: u32 = 1;
@@ -124,21 +125,6 @@ fn hot_path_ns_per_run() -> Result<()> {
     );
     println!("flows: {}", dp.flows()?.len());
     Ok(())
-}
-
-/// Generated skeleton of `tests/bpf/floor.bpf.c`: the empty programs.
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    clippy::undocumented_unsafe_blocks,
-    clippy::unwrap_used,
-    missing_docs,
-    missing_debug_implementations,
-    non_camel_case_types,
-    unsafe_op_in_unsafe_fn
-)]
-mod floor {
-    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
 }
 
 /// The empty programs (tc ingress and egress, XDP), loaded.

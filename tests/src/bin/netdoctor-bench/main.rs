@@ -88,6 +88,7 @@ use anyhow::{bail, ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
+use netdoctor_lab::bpf::floor::{FloorSkel, FloorSkelBuilder};
 use netdoctor_lab::bpf::{link_create, StatsGuard};
 use netdoctor_lab::{
     ci, cmd, traffic, BgProcess, Direction, Iperf3Opts, Iperf3Server, Netns, PacketLoss,
@@ -95,23 +96,6 @@ use netdoctor_lab::{
 };
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-
-/// Generated skeleton of `tests/bpf/floor.bpf.c`.
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    clippy::undocumented_unsafe_blocks,
-    clippy::unwrap_used,
-    missing_docs,
-    missing_debug_implementations,
-    non_camel_case_types,
-    unsafe_op_in_unsafe_fn
-)]
-mod floor {
-    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
-}
-
-use floor::{FloorSkel, FloorSkelBuilder};
 
 /// Data-plane targets of the foundation issue.
 const TARGET_RATIO: f64 = 0.99;

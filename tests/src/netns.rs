@@ -140,6 +140,26 @@ impl Netns {
             .map(drop)
     }
 
+    /// Steers the receive processing of `ifname` (every receive queue) to
+    /// CPU `cpu` with RPS. A veth peer otherwise receives on the sending
+    /// CPU's backlog, so skbs of one flow sent from two CPUs (the process and
+    /// an ACK softirq) are processed in parallel and can overtake each other.
+    /// Written through `ip netns exec`, whose private /sys shows this
+    /// namespace's interfaces (nsenter keeps the host's).
+    pub fn steer_receive_to_cpu(&self, ifname: &str, cpu: u32) -> Result<()> {
+        if cpu >= 32 {
+            bail!("steer_receive_to_cpu: CPU {cpu} is beyond the 32-bit mask written here");
+        }
+        let script = format!(
+            "set -e; for q in /sys/class/net/{ifname}/queues/rx-*; do \
+             echo {:x} > \"$q/rps_cpus\"; done",
+            1u32 << cpu
+        );
+        cmd::host_run(&["ip", "netns", "exec", &self.name, "sh", "-c", &script])
+            .map(drop)
+            .with_context(|| format!("steering {ifname} receive to CPU {cpu} in {}", self.name))
+    }
+
     /// Reads a sysctl inside the namespace (trimmed value).
     pub fn read_sysctl(&self, key: &str) -> Result<String> {
         Ok(self.run(&["sysctl", "-n", key])?.trim().to_owned())

@@ -150,14 +150,13 @@ impl Netns {
         if cpu >= 32 {
             bail!("steer_receive_to_cpu: CPU {cpu} is beyond the 32-bit mask written here");
         }
-        let script = format!(
-            "set -e; for q in /sys/class/net/{ifname}/queues/rx-*; do \
-             echo {:x} > \"$q/rps_cpus\"; done",
-            1u32 << cpu
-        );
-        cmd::host_run(&["ip", "netns", "exec", &self.name, "sh", "-c", &script])
-            .map(drop)
-            .with_context(|| format!("steering {ifname} receive to CPU {cpu} in {}", self.name))
+        let script = r#"set -e; for q in /sys/class/net/"$1"/queues/rx-*; do echo "$2" > "$q/rps_cpus"; done"#;
+        let mask = format!("{:x}", 1u32 << cpu);
+        cmd::host_run(&[
+            "ip", "netns", "exec", &self.name, "sh", "-c", script, "sh", ifname, &mask,
+        ])
+        .map(drop)
+        .with_context(|| format!("steering {ifname} receive to CPU {cpu} in {}", self.name))
     }
 
     /// Reads a sysctl inside the namespace (trimmed value).

@@ -1,6 +1,6 @@
 //! BPF plumbing shared by the measurements (`netdoctor-bench`, `dataplane_microbench`):
-//! the empty programs they measure as their floor, run-time statistics, and links made
-//! directly on program descriptors, for programs that are not netdoctor's own loader's
+//! the empty programs they measure as their floor, run-time statistics, program info, and
+//! links made directly on program descriptors, for programs that are not netdoctor's own loader's
 //! (the floor, compiled variants of packet.bpf.c).
 
 use std::io;
@@ -69,4 +69,30 @@ pub fn link_create(
     }
     // SAFETY: bpf_link_create returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `bpf_prog_info` of program `fd` (run-time statistics, sizes); fills `map_ids` (up to its
+/// length) with the ids of the program's maps.
+pub fn prog_info(fd: RawFd, map_ids: &mut [u32]) -> io::Result<libbpf_sys::bpf_prog_info> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    if !map_ids.is_empty() {
+        info.nr_map_ids = u32::try_from(map_ids.len()).unwrap_or(u32::MAX);
+        info.map_ids = map_ids.as_mut_ptr() as u64;
+    }
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `fd` is a program kept open by the caller for the duration of the call;
+    // `info` is a zero-initialised bpf_prog_info of `len` bytes whose only pointer,
+    // `map_ids`, is null or points at `map_ids`, which holds `nr_map_ids` entries and
+    // outlives the call.
+    let rc = unsafe {
+        libbpf_sys::bpf_obj_get_info_by_fd(
+            fd,
+            (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(info)
 }

@@ -20,7 +20,7 @@ use anyhow::{ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use netdoctor::dataplane::{Dataplane, Options, ProgramKind};
 use netdoctor::iface::LinkType;
-use netdoctor_lab::bpf::floor;
+use netdoctor_lab::bpf::{floor, prog_info};
 use netdoctor_lab::ci;
 
 const LO: u32 = 1;
@@ -82,11 +82,10 @@ fn median_ns(
     repeat: u32,
     rounds: usize,
 ) -> Result<f64> {
-    let mut v: Vec<f64> = (0..rounds)
+    let v: Vec<f64> = (0..rounds)
         .map(|_| ns_per_run(dp, kind, data, repeat))
         .collect::<Result<_>>()?;
-    v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
+    Ok(median(v))
 }
 
 #[test]
@@ -154,16 +153,6 @@ fn fd_ns_per_run(fd: i32, data: &[u8], repeat: u32) -> Result<f64> {
     let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
     ensure!(rc == 0, "test run failed: {rc}");
     Ok(f64::from(opts.duration))
-}
-
-/// The program's info (statistics, sizes).
-fn prog_info(fd: i32) -> Result<libbpf_sys::bpf_prog_info> {
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: `info` is writable for `len` bytes; `fd` is a live program.
-    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
-    ensure!(rc == 0, "bpf_prog_get_info_by_fd: {rc}");
-    Ok(info)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -298,7 +287,7 @@ fn objects_ns_per_run() -> Result<()> {
                 format!("{name} Δ {:5.1}", median(ns[v][c].clone()) - floor[*hook])
             })
             .collect();
-        let info = prog_info(var.prog("nd_tc_ingress")?)?;
+        let info = prog_info(var.prog("nd_tc_ingress")?, &mut [])?;
         // The worst case: 8,192 one-packet flows.
         let eg = var.prog("nd_tc_egress")?;
         let mut new_flows = 0.0;
@@ -365,7 +354,11 @@ fn objects_under_iperf3() -> Result<()> {
         let ty = [libbpf_sys::BPF_TCX_INGRESS, libbpf_sys::BPF_TCX_EGRESS][hook];
         link_create(fd, ifindex, ty, 0).context("tcx link")
     };
-    let run_stats = |fd: i32| prog_info(fd).map(|i| (i.run_time_ns, i.run_cnt));
+    let run_stats = |fd: i32| {
+        prog_info(fd, &mut [])
+            .map(|i| (i.run_time_ns, i.run_cnt))
+            .context("bpf_prog_info")
+    };
     let n = progs.len();
     // [program][hook] ns per run, one per round.
     let mut per_run = vec![vec![Vec::new(); 2]; n];

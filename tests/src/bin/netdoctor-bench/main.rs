@@ -89,7 +89,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use netdoctor_lab::bpf::floor::{FloorSkel, FloorSkelBuilder};
-use netdoctor_lab::bpf::{link_create, StatsGuard};
+use netdoctor_lab::bpf::{link_create, prog_info, StatsGuard};
 use netdoctor_lab::{
     ci, cmd, traffic, BgProcess, Direction, Iperf3Opts, Iperf3Server, Netns, PacketLoss,
     PairTopology,
@@ -1027,7 +1027,7 @@ struct Counter {
 
 impl Counter {
     fn read(fd: BorrowedFd<'_>) -> io::Result<Counter> {
-        let info = prog_info(fd, &mut [])?;
+        let info = prog_info(fd.as_raw_fd(), &mut [])?;
         Ok(Counter {
             runs: info.run_cnt,
             run_time_ns: info.run_time_ns,
@@ -1056,30 +1056,6 @@ impl Counter {
     fn ns_per_run(self) -> Option<f64> {
         (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
     }
-}
-
-/// `bpf_prog_info` of `fd`; fills `map_ids` (up to its length) with the program's maps.
-fn prog_info(fd: BorrowedFd<'_>, map_ids: &mut [u32]) -> io::Result<libbpf_sys::bpf_prog_info> {
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    if !map_ids.is_empty() {
-        info.nr_map_ids = u32::try_from(map_ids.len()).unwrap_or(u32::MAX);
-        info.map_ids = map_ids.as_mut_ptr() as u64;
-    }
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: `info` is a zero-initialised bpf_prog_info of `len` bytes; its only pointer,
-    // `map_ids`, is null or points at `map_ids`, which holds `nr_map_ids` entries and
-    // outlives the call.
-    let rc = unsafe {
-        libbpf_sys::bpf_obj_get_info_by_fd(
-            fd.as_raw_fd(),
-            (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    Ok(info)
 }
 
 /// A netdoctor program held open by id: its statistics stay readable after netdoctor
@@ -1179,7 +1155,8 @@ impl BssCounter {
         use libbpf_rs::MapCore;
 
         let mut ids = [0u32; 32];
-        let info = prog_info(prog.fd.as_fd(), &mut ids).context("listing the program's maps")?;
+        let info =
+            prog_info(prog.fd.as_raw_fd(), &mut ids).context("listing the program's maps")?;
         let n = (info.nr_map_ids as usize).min(ids.len());
         let map = ids[..n]
             .iter()

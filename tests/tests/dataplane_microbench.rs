@@ -222,16 +222,17 @@ impl Variant {
     }
 }
 
-fn variants(ifindex: u32) -> Result<Option<Vec<Variant>>> {
+/// The variants' paths from `ND_OBJS`; `None` (after saying so) when it is not set.
+fn variant_paths() -> Option<Vec<String>> {
     let Ok(paths) = std::env::var("ND_OBJS") else {
         println!("SKIP: set ND_OBJS=a.o,b.o (compiled variants of packet.bpf.c)");
-        return Ok(None);
+        return None;
     };
-    let v = paths
-        .split(',')
-        .map(|p| Variant::load(p, ifindex))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Some(v))
+    Some(paths.split(',').map(str::to_owned).collect())
+}
+
+fn load_variants(paths: &[String], ifindex: u32) -> Result<Vec<Variant>> {
+    paths.iter().map(|p| Variant::load(p, ifindex)).collect()
 }
 
 /// The warm loop of `hot_path_ns_per_run` for compiled variants (`ND_OBJS`), interleaved
@@ -244,9 +245,10 @@ fn objects_ns_per_run() -> Result<()> {
     if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
         return Ok(());
     }
-    let Some(vars) = variants(LO)? else {
+    let Some(paths) = variant_paths() else {
         return Ok(());
     };
+    let vars = load_variants(&paths, LO)?;
     let mut storage = MaybeUninit::uninit();
     let fl = load_floor(&mut storage)?;
     let floors = floor_fds(&fl);
@@ -322,10 +324,9 @@ fn objects_under_iperf3() -> Result<()> {
     if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
         return Ok(());
     }
-    if std::env::var("ND_OBJS").is_err() {
-        println!("SKIP: set ND_OBJS=a.o,b.o (compiled variants of packet.bpf.c)");
+    let Some(paths) = variant_paths() else {
         return Ok(());
-    }
+    };
     let (rounds, secs) = (env_or("ND_ROUNDS", 10), env_or("ND_SECS", 3));
     let lab = PairTopology::new(1500)?;
     let _server = Iperf3Server::start(&lab.b, 5201)?;
@@ -334,9 +335,7 @@ fn objects_under_iperf3() -> Result<()> {
     nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
     let ifindex = nix::net::if_::if_nametoindex(PairTopology::IFNAME)?;
     let _stats = StatsGuard::enable()?;
-    let Some(vars) = variants(ifindex)? else {
-        return Ok(());
-    };
+    let vars = load_variants(&paths, ifindex)?;
     let mut storage = MaybeUninit::uninit();
     let fl = load_floor(&mut storage)?;
     // (label, [tc ingress, tc egress] program fds) per variant, the floor last.

@@ -46,6 +46,7 @@ test('requests are relative, ask for JSON, and page with limit 1000', async () =
   assert.equal(fetchFn.calls[0].init.method, 'GET');
   assert.equal(fetchFn.calls[0].init.headers.Accept, 'application/json');
   assert.equal(fetchFn.calls[0].init.headers.Authorization, undefined, 'no token, no header');
+  assert.equal(fetchFn.calls[0].init.headers['Content-Type'], undefined, 'a GET has no body type');
 });
 
 test('a stored token goes out as a bearer header', async () => {
@@ -87,6 +88,8 @@ test('429 on diagnose is busy; the POST carries duration and the interface is en
   const api = createApi({ fetchFn });
   await assert.rejects(api.diagnose('wg/0'), (e) => e.busy && e.status === 429 && e.code === 'busy');
   assert.equal(fetchFn.calls[0].init.method, 'POST');
+  // The agent refuses POSTs a page of another site could send: they lack this type.
+  assert.equal(fetchFn.calls[0].init.headers['Content-Type'], 'application/json');
   assert.equal(fetchFn.calls[0].url, 'api/v1/diagnose/wg%2F0?duration=5s');
 });
 

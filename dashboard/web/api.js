@@ -1,6 +1,9 @@
 // A small client for the agent's HTTP API (agent/API.md). Paths are relative to the page
 // ("api/v1/…"), so the dashboard also works behind a reverse proxy under a sub-path.
 //
+// POSTs say `Content-Type: application/json`: the agent refuses POSTs without it, because a
+// web page of another site can send any other POST without asking (agent/API.md, "Security").
+//
 // Bearer tokens: when the agent answers 401, the page asks for the token and keeps it in
 // localStorage under TOKEN_KEY; every request then carries `Authorization: Bearer <token>`.
 // fetch and storage are injected so Node's unit tests can drive this module.
@@ -83,6 +86,7 @@ export function createApi({ fetchFn, storage = null, base = '', timeoutMs = 1500
 
   async function request(method, path, { params, timeout = timeoutMs } = {}) {
     const headers = { Accept: 'application/json' };
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
     const t = token();
     if (t) headers.Authorization = `Bearer ${t}`;
     const ctrl = typeof AbortController === 'function' ? new AbortController() : null;

@@ -67,6 +67,8 @@ pub struct Reply {
     pub www_authenticate: String,
     /// `Retry-After` header ("" when absent).
     pub retry_after: String,
+    /// Names of every header of the response, lower case.
+    pub header_names: Vec<String>,
     /// The body as text (lossy UTF-8).
     pub text: String,
     /// The body parsed as JSON; `Value::Null` when it is not JSON.
@@ -292,17 +294,42 @@ impl Agent {
         }
     }
 
-    /// Sends `METHOD PATH` (PATH with its query string) from inside the namespace.
+    /// Sends `METHOD PATH` (PATH with its query string) from inside the namespace, as
+    /// an API client does: a POST carries `Content-Type: application/json`.
     /// Any HTTP status is a reply; errors are transport failures (refused, timeout).
     pub fn request(&self, method: &str, path: &str, auth: Auth<'_>) -> Result<Reply> {
-        let header = match auth {
-            Auth::Agent => self.token.as_ref().map(|t| format!("Bearer {t}")),
-            Auth::Missing => None,
-            Auth::Header(h) => Some(h.to_owned()),
-        };
+        self.request_with(method, path, auth, &[])
+    }
+
+    /// [`Agent::request`] with extra headers, which replace the client's own (`Host`,
+    /// `Content-Type`), e.g. to play a web page of another site.
+    pub fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        auth: Auth<'_>,
+        headers: &[(&str, &str)],
+    ) -> Result<Reply> {
+        let mut all: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let given = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+        match auth {
+            Auth::Agent => {
+                if let Some(t) = &self.token {
+                    all.push(("Authorization".into(), format!("Bearer {t}")));
+                }
+            }
+            Auth::Missing => {}
+            Auth::Header(h) => all.push(("Authorization".into(), h.to_owned())),
+        }
+        if method == "POST" && !given("content-type") {
+            all.push(("Content-Type".into(), "application/json".into()));
+        }
         let url = format!("http://{}{path}", self.addr);
         let label = format!("{method} {path}");
-        http_in_netns(&self.ns_path, method, &url, header, &label)
+        http_in_netns(&self.ns_path, method, &url, all, &label)
             .with_context(|| format!("{label} to the agent in {}", self.ns_name))
     }
 
@@ -420,7 +447,7 @@ fn http_in_netns(
     ns_path: &Path,
     method: &str,
     url: &str,
-    authorization: Option<String>,
+    headers: Vec<(String, String)>,
     label: &str,
 ) -> Result<Reply> {
     let file = File::open(ns_path).with_context(|| format!("opening {}", ns_path.display()))?;
@@ -430,7 +457,7 @@ fn http_in_netns(
         .spawn(move || -> Result<Reply> {
             nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
                 .context("setns(CLONE_NEWNET)")?;
-            http(&method, &url, authorization.as_deref(), label)
+            http(&method, &url, &headers, label)
         })
         .context("spawning the HTTP thread")?;
     match handle.join() {
@@ -439,7 +466,7 @@ fn http_in_netns(
     }
 }
 
-fn http(method: &str, url: &str, authorization: Option<&str>, label: String) -> Result<Reply> {
+fn http(method: &str, url: &str, headers: &[(String, String)], label: String) -> Result<Reply> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(None)
@@ -447,17 +474,21 @@ fn http(method: &str, url: &str, authorization: Option<&str>, label: String) -> 
         .build()
         .into();
     let response = match method {
-        "GET" => {
-            let mut req = agent.get(url);
-            if let Some(a) = authorization {
-                req = req.header("Authorization", a);
+        "GET" | "OPTIONS" => {
+            let mut req = if method == "GET" {
+                agent.get(url)
+            } else {
+                agent.options(url)
+            };
+            for (k, v) in headers {
+                req = req.header(k, v);
             }
             req.call()
         }
         "POST" => {
             let mut req = agent.post(url);
-            if let Some(a) = authorization {
-                req = req.header("Authorization", a);
+            for (k, v) in headers {
+                req = req.header(k, v);
             }
             req.send_empty()
         }
@@ -475,6 +506,11 @@ fn http(method: &str, url: &str, authorization: Option<&str>, label: String) -> 
     let content_type = header("content-type");
     let www_authenticate = header("www-authenticate");
     let retry_after = header("retry-after");
+    let header_names = response
+        .headers()
+        .keys()
+        .map(|k| k.as_str().to_ascii_lowercase())
+        .collect();
     let status = response.status().as_u16();
     let bytes = response
         .body_mut()
@@ -490,6 +526,7 @@ fn http(method: &str, url: &str, authorization: Option<&str>, label: String) -> 
         content_type,
         www_authenticate,
         retry_after,
+        header_names,
         text,
         json,
     })

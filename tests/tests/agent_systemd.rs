@@ -84,6 +84,29 @@ fn the_units_capabilities_are_enough_for_the_agent() -> Result<()> {
     Ok(())
 }
 
+/// The value of directive `key` in the unit, e.g. `UMask`.
+fn unit_directive(key: &str) -> Result<Option<String>> {
+    let text = std::fs::read_to_string(unit_path()).context("reading the unit")?;
+    let prefix = format!("{key}=");
+    Ok(text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix).map(str::to_owned)))
+}
+
+#[test]
+fn the_unit_keeps_the_history_private() -> Result<()> {
+    // Files the agent creates (the history, its WAL) and its state directory are its
+    // own, whatever the agent itself sets.
+    for (key, want) in [("UMask", "0077"), ("StateDirectoryMode", "0700")] {
+        let got = unit_directive(key)?;
+        ensure!(
+            got.as_deref() == Some(want),
+            "the unit must set {key}={want}, has {got:?}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn the_unit_file_is_valid() -> Result<()> {
     if !ci::on_path("systemd-analyze") {

@@ -219,28 +219,67 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
     })?;
     println!("all {} Grafana queries return series", queries.len());
 
-    // The dashboard in a real browser.
+    // The dashboard in a real browser, without a token and then with one (the token
+    // prompt, and every API call carrying it, the diagnosis's POST included).
     let shots = repo_root().join("tests/artifacts/dashboard");
-    std::fs::create_dir_all(&shots)?;
     let expect = serde_json::json!({
         "mtus": { wg.as_str(): WG_MTU, veth: 1500 },
         "finding": FINDING,
         "cc": "cubic",
         "interface": wg,
     });
-    let out = Command::new("node")
+    dashboard_e2e(&agent, &expect, &shots, None)?;
+    drop(prom);
+    drop(agent);
+    let dir = tempfile::tempdir()?;
+    let token = "e2e-0123456789abcdef0123456789abcdef";
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token)?;
+    let agent = Agent::start_with_token(
+        &lab.pair.a,
+        &[
+            "--interval",
+            "1s",
+            "--probe-interval",
+            "20s",
+            "--token-file",
+            &token_file.to_string_lossy(),
+        ],
+        Some(token),
+    )?;
+    dashboard_e2e(&agent, &expect, &shots.join("token"), Some(token))?;
+    ensure!(lab.traffic.is_running(), "iperf3 ended early");
+    Ok(())
+}
+
+/// Runs `dashboard/tests/e2e.mjs` in headless Chromium against `agent`, with `token` if
+/// given, saving screenshots to `shots`.
+fn dashboard_e2e(
+    agent: &Agent,
+    expect: &serde_json::Value,
+    shots: &Path,
+    token: Option<&str>,
+) -> Result<()> {
+    std::fs::create_dir_all(shots)?;
+    let mut command = Command::new("node");
+    command
         .arg(repo_root().join("dashboard/tests/e2e.mjs"))
         .arg("--url")
         .arg(format!("http://{}/", agent.addr()))
         .arg("--screenshots")
-        .arg(&shots)
+        .arg(shots)
         .arg("--expect")
-        .arg(expect.to_string())
+        .arg(expect.to_string());
+    if let Some(t) = token {
+        command.arg("--token").arg(t);
+    }
+    let out = command
         .output()
         .context("running dashboard/tests/e2e.mjs")?;
     if !out.status.success() {
         bail!(
-            "dashboard e2e failed ({}):\n{}\n{}\nagent stderr:\n{}",
+            "dashboard e2e{} failed ({}):\n{}\n{}\nagent stderr:\n{}",
+            if token.is_some() { " with a token" } else { "" },
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -248,6 +287,5 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
         );
     }
     println!("{}", String::from_utf8_lossy(&out.stdout));
-    ensure!(lab.traffic.is_running(), "iperf3 ended early");
     Ok(())
 }

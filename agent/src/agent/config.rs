@@ -18,8 +18,10 @@ pub const DEFAULT_DATABASE: &str = "/var/lib/netdoctor/netdoctor.db";
 #[serde(deny_unknown_fields)]
 pub struct File {
     listen: Option<SocketAddr>,
+    allowed_host: Option<Vec<String>>,
     token_file: Option<PathBuf>,
     database: Option<PathBuf>,
+    database_group: Option<String>,
     #[serde(default, deserialize_with = "duration")]
     interval: Option<Duration>,
     interfaces: Option<Vec<String>>,
@@ -61,12 +63,28 @@ pub struct Overrides {
     /// address other than loopback needs --token-file.
     #[arg(long, value_name = "ADDR:PORT", env = "NETDOCTOR_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Host names the API answers to besides its address (and, on loopback, localhost),
+    /// comma-separated: the names clients use, e.g. a reverse proxy's. Any other `Host`
+    /// is refused, so a web page cannot read the API by rebinding its own name to this
+    /// address.
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        env = "NETDOCTOR_ALLOWED_HOST"
+    )]
+    pub allowed_host: Vec<String>,
     /// File holding the bearer token every request must carry (except /healthz).
     #[arg(long, value_name = "FILE", env = "NETDOCTOR_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// SQLite database of findings and samples [default: /var/lib/netdoctor/netdoctor.db].
     #[arg(long, value_name = "PATH", env = "NETDOCTOR_DATABASE")]
     pub database: Option<PathBuf>,
+    /// A group whose members may read the history (mode 0640); without it the database
+    /// is readable by the agent's user only (0600). It holds peers' endpoints,
+    /// connections and findings.
+    #[arg(long, value_name = "GROUP", env = "NETDOCTOR_DATABASE_GROUP")]
+    pub database_group: Option<String>,
     /// How often to evaluate every interface [default: 10s].
     #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_INTERVAL")]
     pub interval: Option<Duration>,
@@ -114,10 +132,14 @@ pub struct Overrides {
 pub struct Config {
     /// HTTP address.
     pub listen: SocketAddr,
+    /// Extra `Host` names the API answers to.
+    pub allowed_hosts: Vec<String>,
     /// Bearer token, read from the token file.
     pub token: Option<String>,
     /// Database path.
     pub database: PathBuf,
+    /// Who besides the agent may read the database.
+    pub database_access: crate::store::Access,
     /// Evaluation interval.
     pub interval: Duration,
     /// Include patterns (empty: by kind).
@@ -169,8 +191,22 @@ impl Config {
                 flag.to_vec()
             }
         };
+        let allowed_hosts = pick(&o.allowed_host, file.allowed_host);
+        if let Some(bad) = allowed_hosts.iter().find(|h| !valid_host_name(h)) {
+            anyhow::bail!(
+                "--allowed-host {bad:?} is not a host name (expected e.g. netdoctor.example.com)"
+            );
+        }
+        let database_access = match o.database_group.as_ref().or(file.database_group.as_ref()) {
+            None => crate::store::Access::default(),
+            Some(name) => crate::store::Access {
+                group: Some(group_id(name)?),
+            },
+        };
         let config = Config {
             listen,
+            allowed_hosts,
+            database_access,
             token,
             database: o
                 .database
@@ -203,6 +239,33 @@ impl Config {
         );
         Ok(config)
     }
+}
+
+/// The id of group `name` (a name, or a number).
+fn group_id(name: &str) -> anyhow::Result<nix::unistd::Gid> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(nix::unistd::Gid::from_raw(n));
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid),
+        Ok(None) => anyhow::bail!("--database-group {name:?}: no such group"),
+        Err(e) => anyhow::bail!("--database-group {name:?}: looking up the group: {e}"),
+    }
+}
+
+/// A DNS name or an address literal (IPv6 with or without brackets), without scheme,
+/// path or port.
+fn valid_host_name(name: &str) -> bool {
+    let bare = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    bare.parse::<std::net::IpAddr>().is_ok()
+        || (!name.is_empty()
+            && name.len() <= 253
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
 }
 
 fn read_token(path: &Path) -> anyhow::Result<String> {
@@ -238,6 +301,26 @@ mod tests {
         };
         let e = Config::resolve(&o).expect_err("must refuse");
         assert!(e.to_string().contains("--token-file"), "{e}");
+    }
+
+    #[test]
+    fn allowed_hosts_must_be_names() {
+        for good in ["node1.example", "10.0.0.1", "[2001:db8::1]", "2001:db8::1"] {
+            let o = Overrides {
+                allowed_host: vec![good.to_owned()],
+                ..Overrides::default()
+            };
+            let c = Config::resolve(&o).expect(good);
+            assert_eq!(c.allowed_hosts, vec![good.to_owned()]);
+        }
+        for bad in ["node1.example:9469", "http://node1.example", "a/b", ""] {
+            let o = Overrides {
+                allowed_host: vec![bad.to_owned()],
+                ..Overrides::default()
+            };
+            let e = Config::resolve(&o).expect_err(bad);
+            assert!(e.to_string().contains("--allowed-host"), "{e}");
+        }
     }
 
     #[test]

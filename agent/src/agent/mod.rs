@@ -29,12 +29,13 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
     let rules = RuleSet::load(config.rules.as_deref())?;
-    let store = Store::open(
+    let store = Store::open_with(
         &config.database,
         Retention {
             max_age: config.retention,
             max_rows: config.retention_rows,
         },
+        config.database_access,
     )
     .map_err(anyhow::Error::from)?;
     // Bind before loading anything, so a port in use fails fast and clearly.

@@ -22,6 +22,15 @@ pub enum ApiError {
     /// The bearer token is missing or wrong.
     #[error("missing or wrong bearer token")]
     Unauthorized,
+    /// The `Host` header names another site (DNS rebinding): the value given.
+    #[error(
+        "this agent does not answer to Host {0:?}: use its address or localhost, or start \
+         it with --allowed-host NAME"
+    )]
+    ForeignHost(String),
+    /// A request that runs work could have been sent by a page of another site: why.
+    #[error("refused because {0}")]
+    CrossSite(String),
     /// A diagnosis is already running.
     #[error("a diagnosis is already running; try again when it has finished")]
     Busy,
@@ -61,6 +70,14 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
                 json!({"code": "unauthorized", "message": message}),
+            ),
+            ApiError::ForeignHost(_) => (
+                StatusCode::FORBIDDEN,
+                json!({"code": "foreign_host", "message": message}),
+            ),
+            ApiError::CrossSite(_) => (
+                StatusCode::FORBIDDEN,
+                json!({"code": "cross_site", "message": message}),
             ),
             ApiError::Busy => (
                 StatusCode::TOO_MANY_REQUESTS,

@@ -8,6 +8,7 @@ mod error;
 mod health;
 mod history;
 mod live;
+mod origin;
 mod params;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use axum::routing::get;
 use axum::Router;
 
 pub use error::ApiError;
+pub use origin::HostPolicy;
 
 use crate::agent::state::Shared;
 use crate::metrics::Metrics;
@@ -29,11 +31,14 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Held while a diagnosis runs: one at a time.
     pub diagnosing: Arc<tokio::sync::Semaphore>,
+    /// The `Host` names requests must carry.
+    pub hosts: HostPolicy,
 }
 
 /// The whole application.
 pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
     let state = AppState {
+        hosts: HostPolicy::new(shared.config.listen, &shared.config.allowed_hosts),
         metrics: Metrics::new(shared.clone())?,
         shared,
         diagnosing: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -53,6 +58,16 @@ pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
         ))
         // /healthz answers even without a token: liveness probes carry none.
         .route("/healthz", get(health::healthz))
+        // Outermost, so nothing answers a request meant for another site or a POST that
+        // any web page could have sent: see `origin`.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            origin::check_cross_site,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            origin::check_host,
+        ))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(1024))
         .with_state(state))
 }

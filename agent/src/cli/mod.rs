@@ -114,7 +114,7 @@ pub enum Command {
     ///   netdoctor agent --listen 0.0.0.0:9469 --token-file /etc/netdoctor/token
     ///   netdoctor agent --config /etc/netdoctor/agent.toml
     #[command(verbatim_doc_comment)]
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
 }
 
 /// Options for `netdoctor agent`.

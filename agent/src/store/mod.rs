@@ -16,6 +16,7 @@
 //! agent dies. Only a power loss or kernel crash can drop the last few transactions, and
 //! even then the database stays consistent. Every write is a single transaction.
 
+mod file;
 mod findings;
 mod query;
 mod retention;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode};
 use serde::{Deserialize, Serialize};
 
+pub use file::Access;
 pub use findings::{
     FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
 };
@@ -109,6 +111,29 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The database file belongs to another user.
+    #[error(
+        "{path} belongs to uid {owner}, not to this process's user (uid {me}): refusing \
+         to trust a history database another user controls; remove it or choose another \
+         path"
+    )]
+    ForeignOwner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        me: u32,
+    },
+    /// Creating the database file or setting its permissions failed.
+    #[error("setting the permissions of the history database {path}: {source}")]
+    Permissions {
+        /// The file.
+        path: PathBuf,
+        /// The underlying OS error.
+        #[source]
+        source: io::Error,
+    },
     /// A query or write failed.
     #[error("history database: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -146,21 +171,29 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) the database at `path`, creating missing parent directories,
-    /// and brings its schema up to date.
+    /// Opens (or creates) the database at `path`, readable by this process's user only,
+    /// creating missing parent directories, and brings its schema up to date.
     ///
-    /// A file that is not an SQLite database, that belongs to another application, or
-    /// whose schema is newer than this binary's is refused with a clear error and left
-    /// as it was.
+    /// A file that is not an SQLite database, that belongs to another application or
+    /// another user, or whose schema is newer than this binary's is refused with a clear
+    /// error and left as it was.
     pub fn open(path: &Path, retention: Retention) -> Result<Store, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        }
+        Self::open_with(path, retention, Access::default())
+    }
+
+    /// [`Store::open`] with the files readable by `access`'s group too.
+    pub fn open_with(
+        path: &Path,
+        retention: Retention,
+        access: Access,
+    ) -> Result<Store, StoreError> {
+        file::prepare(path, access)?;
+        file::check_owner(path)?;
         let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
-        Self::setup(conn, path, true, retention)
+        let store = Self::setup(conn, path, true, retention)?;
+        // After the checks, so a refused file keeps its mode; the WAL files exist now.
+        file::restrict(path, access)?;
+        Ok(store)
     }
 
     /// Opens a private, empty in-memory database (tests, `--no-history`).

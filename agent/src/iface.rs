@@ -3,8 +3,6 @@
 //! Netlink answers for the caller's network namespace, unlike `/sys/class/net`, which shows
 //! the namespace /sys was mounted in (wrong under `nsenter --net`).
 
-use std::path::Path;
-
 use futures::TryStreamExt;
 use rtnetlink::packet_route::link::{
     InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
@@ -141,11 +139,10 @@ impl Interface {
     }
 }
 
-/// True if a userspace WireGuard serves `name` (wireguard-go's UAPI socket exists).
+/// True if a userspace WireGuard serves `name`: wireguard-go's UAPI socket exists and
+/// root (or this process's user) owns it, so no other user can dress a TUN device up.
 pub fn has_wireguard_uapi(name: &str) -> bool {
-    Path::new(WIREGUARD_UAPI_DIR)
-        .join(format!("{name}.sock"))
-        .exists()
+    crate::facts::wireguard::uapi_socket(name).is_ok_and(|s| s.is_some())
 }
 
 /// Lists every interface of the caller's network namespace.

@@ -115,7 +115,7 @@ pub async fn diagnose(
         .ok_or_else(|| crate::Error::UnknownInterface(name.to_owned()))?;
     let details = link::details(me.index).await?;
     let tun = tunnel::identify(&me, &details);
-    let mut notes = Vec::new();
+    let mut notes = tun.notes.clone();
     let underlay = collect::underlay(&tun, &details, &all).await;
 
     // Data plane on the interface and on its underlay, with the tunnel's port when the

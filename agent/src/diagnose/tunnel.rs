@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::facts::link::LinkDetails;
 use crate::facts::process::{self, TunOwner};
 use crate::facts::wireguard::{self, Device};
+use crate::facts::{tinc, trusted};
 use crate::iface::{IfaceKind, Interface, LinkType};
 use crate::overhead::TunnelType;
 use crate::wire::Encap;
@@ -25,13 +26,30 @@ pub struct Tunnel {
     pub wireguard: Option<Device>,
     /// The daemon serving a TUN/TAP device.
     pub daemon: Option<TunOwner>,
+    /// What could not be learned, and why (for the report's notes).
+    pub notes: Vec<String>,
 }
 
-fn kind_from_daemon(owner: &TunOwner, tap: bool) -> (Option<TunnelType>, Option<Encap>) {
+fn kind_from_daemon(
+    owner: &TunOwner,
+    tap: bool,
+    notes: &mut Vec<String>,
+) -> (Option<TunnelType>, Option<Encap>) {
     let cmd = owner.command.to_lowercase();
     if cmd.starts_with("tinc") {
         // Debian and most distributions ship tinc 1.0 (legacy protocol); 1.1 speaks SPTPS.
-        let sptps = owner.version().is_some_and(|v| v.contains("version 1.1"));
+        let sptps = match tinc::version_of(owner.pid) {
+            Ok(Some(v)) => tinc::speaks_sptps(&v),
+            Ok(None) => false,
+            Err(why) => {
+                notes.push(format!(
+                    "tinc's version is unknown, so its overhead assumes tinc 1.0: its binary \
+                     (pid {}) was not read because {why}",
+                    owner.pid
+                ));
+                false
+            }
+        };
         let kind = if sptps {
             TunnelType::TincSptps { switch: tap }
         } else {
@@ -42,7 +60,7 @@ fn kind_from_daemon(owner: &TunOwner, tap: bool) -> (Option<TunnelType>, Option<
         (
             Some(TunnelType::Fastd {
                 tap,
-                null_method: fastd_null_only(owner),
+                null_method: fastd_null_only(owner, notes),
             }),
             Some(Encap::Fastd),
         )
@@ -53,14 +71,36 @@ fn kind_from_daemon(owner: &TunOwner, tap: bool) -> (Option<TunnelType>, Option<
     }
 }
 
+/// fastd configurations are a few kilobytes.
+const MAX_CONFIG: u64 = 1 << 20;
+
 /// True if fastd's configuration offers only the `null` method (1 byte of framing instead
-/// of 24): `method "null";` lines and no other method.
-fn fastd_null_only(owner: &TunOwner) -> bool {
-    let Some(text) = owner
-        .config_file()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-    else {
+/// of 24): `method "null";` lines and no other method. The file is read only for a daemon
+/// running as root, and only if root owns it and nobody else may write it.
+fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
+    let Some(path) = owner.config_file() else {
         return false;
+    };
+    let skipped = |why: String| {
+        format!(
+            "fastd's configuration {} was not read, so its overhead assumes an encrypting \
+             method: {why}",
+            path.display()
+        )
+    };
+    if owner.uid != 0 {
+        notes.push(skipped(format!(
+            "the daemon (pid {}) runs as uid {}, not root",
+            owner.pid, owner.uid
+        )));
+        return false;
+    }
+    let text = match trusted::read_root_owned(&path, MAX_CONFIG) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(why) => {
+            notes.push(skipped(why.to_string()));
+            return false;
+        }
     };
     let methods: Vec<&str> = text
         .lines()
@@ -89,7 +129,11 @@ impl Tunnel {
 pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
     match iface.kind {
         IfaceKind::Wireguard => {
-            let dev = wireguard::query_uapi_or_cli(&iface.name).ok().flatten();
+            let mut notes = Vec::new();
+            let dev = wireguard::query_uapi_or_cli(&iface.name).unwrap_or_else(|e| {
+                notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
+                None
+            });
             let endpoints = dev
                 .as_ref()
                 .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
@@ -101,6 +145,7 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
                 port: dev.as_ref().map_or(0, |d| d.listen_port),
                 wireguard: dev,
                 daemon: None,
+                notes,
             }
         }
         IfaceKind::Vxlan | IfaceKind::Geneve => {
@@ -124,12 +169,14 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
                 port: overlay.port,
                 wireguard: None,
                 daemon: None,
+                notes: Vec::new(),
             }
         }
         IfaceKind::Tun | IfaceKind::Tap => {
             let owner = process::tun_owner(&iface.name);
+            let mut notes = Vec::new();
             let (kind, encap) = owner.as_ref().map_or((None, None), |o| {
-                kind_from_daemon(o, iface.link == LinkType::Ether)
+                kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
             });
             Tunnel {
                 kind,
@@ -141,6 +188,7 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> Tunnel {
                     .unwrap_or(0),
                 wireguard: None,
                 daemon: owner,
+                notes,
             }
         }
         _ => Tunnel::default(),

@@ -6,6 +6,8 @@
 pub mod host;
 pub mod link;
 pub mod process;
+pub mod tinc;
+pub mod trusted;
 pub mod wireguard;
 
 use serde::Serialize;

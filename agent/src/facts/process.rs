@@ -18,6 +18,8 @@ pub struct TunOwner {
     pub command: String,
     /// Its command line.
     pub args: Vec<String>,
+    /// Its effective user id: only root's daemons get their configuration read.
+    pub uid: u32,
     /// Local UDP ports the process has open.
     pub udp_ports: Vec<u16>,
 }
@@ -57,6 +59,18 @@ fn udp_ports(pid: &Path, inodes: &HashSet<u64>) -> Vec<u16> {
     ports.sort_unstable();
     ports.dedup();
     ports
+}
+
+/// The effective uid of the process at `pid` (`Uid:` real, effective, saved, fs).
+fn effective_uid(pid: &Path) -> Option<u32> {
+    let status = std::fs::read_to_string(pid.join("status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn holds_tun(pid: &Path, ifname: &str) -> bool {
@@ -101,6 +115,7 @@ pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
             pid,
             command,
             args,
+            uid: effective_uid(&path)?,
             udp_ports: udp_ports(&path, &inodes),
         });
     }
@@ -108,20 +123,6 @@ pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
 }
 
 impl TunOwner {
-    /// The daemon's version banner (`EXE --version`, first line), run from its own binary.
-    pub fn version(&self) -> Option<String> {
-        let exe = std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok()?;
-        let out = std::process::Command::new(exe)
-            .arg("--version")
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        text.lines()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim().to_owned())
-    }
-
     /// The file given with `-c FILE` / `--config FILE` / `--config=FILE`, resolved against
     /// the daemon's working directory.
     pub fn config_file(&self) -> Option<std::path::PathBuf> {

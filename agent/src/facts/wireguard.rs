@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
@@ -45,12 +45,34 @@ pub struct Device {
     pub peers: Vec<Peer>,
 }
 
-/// Asks the UAPI socket of interface `name`; `Ok(None)` when there is no such socket.
-pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
+/// The UAPI socket of interface `name`: `Ok(None)` when there is none, an error when it
+/// belongs to another user than root (or this process's user), who could answer with
+/// peers of their choosing.
+pub fn uapi_socket(name: &str) -> std::io::Result<Option<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
     let path = Path::new(WIREGUARD_UAPI_DIR).join(format!("{name}.sock"));
-    if !path.exists() {
-        return Ok(None);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != 0 && meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "{} belongs to uid {}, not root: not asked",
+            path.display(),
+            meta.uid()
+        )));
     }
+    Ok(Some(path))
+}
+
+/// Asks the UAPI socket of interface `name` ([`uapi_socket`]); `Ok(None)` when there is
+/// no such socket.
+pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
+    let Some(path) = uapi_socket(name)? else {
+        return Ok(None);
+    };
     let mut stream = UnixStream::connect(&path)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.write_all(b"get=1\n\n")?;

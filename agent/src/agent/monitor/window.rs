@@ -115,6 +115,9 @@ impl Monitor<'_> {
     ) -> anyhow::Result<(Facts, Vec<u32>)> {
         let details = link::details(me.index).await?;
         let tun = tunnel::identify(me, &details);
+        for note in &tun.notes {
+            tracing::debug!(iface = %me.name, "{note}");
+        }
         if let Some(tp) = tun.port_to_recognise() {
             match self.dp.add_tunnel_port(tp) {
                 Ok(true) => {

@@ -30,7 +30,7 @@ export default [
   {
     // Playwright runs these callbacks in the page.
     files: ['tests/**/*.mjs'],
-    languageOptions: { globals: { ...globals.node, document: 'readonly', localStorage: 'readonly' } },
+    languageOptions: { globals: { ...globals.node, document: 'readonly', localStorage: 'readonly', window: 'readonly', MutationObserver: 'readonly' } },
   },
   {
     rules: {

@@ -4,7 +4,7 @@ import {
   severityRank, worstSeverity, health, severityLabel, sortInterfaces, mtuStatus, compareValues,
   sortRows, nextSort, filterRows, ccSummary, interfaceRetransRatio, lossyInterfaces, isLossyCubic,
   orderSamples, throughputSeries, retransSeries, dropsSeries, pmtuSeries, bucketBound, mtuMarkerX,
-  sizeHistogram, sortFindings, findingCounts, parseRoute, routeHash, SIZE_BUCKETS,
+  sizeHistogram, sortFindings, findingCounts, parseRoute, routeHash, SIZE_BUCKETS, isBrowserNotice,
 } from '../web/model.js';
 
 const tunnelFacts = (over = {}) => ({
@@ -253,4 +253,14 @@ test('routes round-trip and unknown views fall back to the overview', () => {
   assert.equal(routeHash('findings'), '#/findings');
   const r = parseRoute(routeHash('charts', { interface: 'wg 0/x' }));
   assert.equal(r.params.interface, 'wg 0/x');
+});
+
+test('browser notices are told apart from failures of the dashboard', () => {
+  assert.ok(isBrowserNotice({ message: 'ResizeObserver loop completed with undelivered notifications.' }));
+  assert.ok(isBrowserNotice({ message: 'ResizeObserver loop limit exceeded' }));
+  assert.ok(isBrowserNotice({ message: 'Script error.', error: null }));
+  assert.ok(!isBrowserNotice({ message: "TypeError: Cannot read properties of undefined (reading 'x')", error: new TypeError('x') }));
+  assert.ok(!isBrowserNotice({ message: 'Script error.', error: new Error('ours') }));
+  assert.ok(!isBrowserNotice({ message: 'Uncaught ReferenceError: ResizeObserver loop is not defined' }));
+  assert.ok(!isBrowserNotice(null));
 });

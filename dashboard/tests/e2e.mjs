@@ -121,6 +121,39 @@ async function shot(page, name) {
   log(`screenshot ${file}`);
 }
 
+/**
+ * Records every error banner the page ever shows, even one replaced a moment later, in
+ * window.__ndBanners: installed in every page before its scripts run.
+ */
+function recordBanners() {
+  window.__ndBanners = [];
+  new MutationObserver((changes) => {
+    for (const c of changes) {
+      for (const n of c.addedNodes) {
+        if (n.nodeType !== 1) continue;
+        const banners = n.matches('[data-testid="fatal-error"]') ? [n] : [...n.querySelectorAll('[data-testid="fatal-error"]')];
+        for (const b of banners) window.__ndBanners.push(b.textContent.trim());
+      }
+    }
+  }).observe(document, { childList: true, subtree: true });
+}
+
+/** Fails when the page shows, or has shown since it loaded, its error banner. */
+async function noErrorBanner(page, where) {
+  // A notice of the browser's layout (ResizeObserver) arrives a frame or two later.
+  await page.waitForTimeout(300);
+  const shown = await page.evaluate(() => window.__ndBanners || []);
+  const visible = await page.locator('[data-testid="fatal-error"]').allInnerTexts();
+  const all = [...new Set([...shown, ...visible])];
+  if (all.length) fail(`${where}: the page shows an error banner: ${all.join(' | ')}`);
+}
+
+/** The checks every view gets once it has rendered: no banner, no horizontal overflow. */
+async function settled(page, where) {
+  await noErrorBanner(page, where);
+  await noHorizontalOverflow(page, where);
+}
+
 async function noHorizontalOverflow(page, where) {
   const o = await page.evaluate(() => ({ sw: document.documentElement.scrollWidth, cw: document.documentElement.clientWidth }));
   if (o.sw > o.cw + 1) fail(`${where}: the page overflows horizontally (${o.sw} px wide in a ${o.cw} px viewport)`);
@@ -166,7 +199,7 @@ async function checkOverview(page, tag) {
     }
     log(`[${tag}] card ${name}: MTU ${mtu}`);
   }
-  await noHorizontalOverflow(page, `[${tag}] overview`);
+  await settled(page, `[${tag}] overview`);
   await shot(page, `${tag}-overview`);
 }
 
@@ -185,7 +218,7 @@ async function checkFindings(page, tag) {
     if (!/critical|warning|info/i.test(sev)) fail(`findings: ${exp.finding} has no severity text (${JSON.stringify(sev)})`);
     log(`[${tag}] finding ${exp.finding}: ${sev}, fix: ${fix}`);
   }
-  await noHorizontalOverflow(page, `[${tag}] findings`);
+  await settled(page, `[${tag}] findings`);
   await shot(page, `${tag}-findings`);
 }
 
@@ -200,7 +233,7 @@ async function checkTraffic(page, tag) {
     if (!cell.includes(exp.cc)) fail(`sockets table: cc cell shows ${JSON.stringify(cell)}, expected ${exp.cc}`);
     log(`[${tag}] sockets table: ${exp.cc} connection${iface ? ` on ${iface}` : ''}`);
   }
-  await noHorizontalOverflow(page, `[${tag}] connections`);
+  await settled(page, `[${tag}] connections`);
   await shot(page, `${tag}-connections`);
 }
 
@@ -224,7 +257,7 @@ async function checkCharts(page, tag) {
   }
   const n = await page.locator('[data-testid="charts"]').getAttribute('data-sample-count');
   log(`[${tag}] charts: 5 canvases drawn from ${n} samples`);
-  await noHorizontalOverflow(page, `[${tag}] charts`);
+  await settled(page, `[${tag}] charts`);
   await shot(page, `${tag}-charts`);
 }
 
@@ -261,12 +294,13 @@ async function checkDiagnose(page, tag, watcher, iface) {
     fail(`diagnose ${iface}: the report lists ${ids.length ? ids.join(', ') : 'no findings'}, expected ${exp.diagnose_finding}`);
   }
   log(`[${tag}] diagnose ${iface}: report with ${ids.length ? ids.join(', ') : 'no findings'}`);
-  await noHorizontalOverflow(page, `[${tag}] diagnosis report`);
+  await settled(page, `[${tag}] diagnosis report`);
   await shot(page, `${tag}-diagnose`);
 }
 
 async function checkTokenPrompt(browser) {
   const context = await browser.newContext({ viewport: VIEWPORTS[0] });
+  await context.addInitScript(recordBanners);
   const page = await context.newPage();
   const w = watch(page, 'token prompt');
   w.allow(401, '/api/');
@@ -280,6 +314,7 @@ async function checkTokenPrompt(browser) {
     if (await page.locator('[data-testid="token-form"]').isVisible()) fail('token: the prompt stays after entering the token');
     const stored = await page.evaluate((k) => localStorage.getItem(k), TOKEN_KEY);
     if (stored !== opts.token) fail('token: the token was not kept in localStorage');
+    await noErrorBanner(page, 'token prompt');
     log('token prompt: shown on 401, token accepted and kept');
     await shot(page, 'token-accepted');
   } finally {
@@ -301,6 +336,7 @@ async function main() {
     for (const vp of VIEWPORTS) {
       const tag = `${vp.width}x${vp.height}`;
       const context = await browser.newContext({ viewport: vp });
+      await context.addInitScript(recordBanners);
       if (opts.token) await context.addInitScript(([k, t]) => localStorage.setItem(k, t), [TOKEN_KEY, opts.token]);
       const page = await context.newPage();
       page.setDefaultTimeout(T);

@@ -3,7 +3,7 @@
 
 import { createApi } from './api.js';
 import { replaceContent, refreshTimes, relTime, errorBox } from './dom.js';
-import { parseRoute, routeHash, VIEWS } from './model.js';
+import { isBrowserNotice, parseRoute, routeHash, VIEWS } from './model.js';
 import { createOverview } from './views/overview.js';
 import { createFindings } from './views/findings.js';
 import { createTraffic } from './views/traffic.js';
@@ -23,7 +23,14 @@ function showFatal(message) {
   replaceContent(globalStatus, errorBox(message, 'Reload the page to try again.', 'fatal-error'));
 }
 
-window.addEventListener('error', (e) => showFatal(`the dashboard hit a bug: ${e.message}`));
+// Browser notices (isBrowserNotice) are logged, never shown as a crash.
+window.addEventListener('error', (e) => {
+  if (isBrowserNotice(e)) {
+    console.warn(`browser notice (not an error of the dashboard): ${e.message}`);
+    return;
+  }
+  showFatal(`the dashboard hit a bug: ${e.message}`);
+});
 window.addEventListener('unhandledrejection', (e) => showFatal(`the dashboard hit a bug: ${e.reason && e.reason.message ? e.reason.message : e.reason}`));
 
 let storage = null;

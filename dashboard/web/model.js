@@ -438,3 +438,15 @@ export function routeHash(view, params = {}) {
 export function findingKey(f) {
   return `${f.id}|${f.interface || ''}|${f.subject || ''}|${f.opened_ms || ''}`;
 }
+
+/**
+ * Whether an error event is a browser notice rather than a failure of the dashboard:
+ * "ResizeObserver loop completed with undelivered notifications" (or, in older browsers,
+ * "ResizeObserver loop limit exceeded": layout settled a frame later), and "Script error."
+ * without details (a script of another origin, e.g. an extension).
+ */
+export function isBrowserNotice(e) {
+  const message = String((e && e.message) || '');
+  if (/^ResizeObserver loop/.test(message)) return true;
+  return message === 'Script error.' && !(e && e.error);
+}

@@ -257,8 +257,19 @@ export function createCharts(ctx) {
       if (Math.abs(f.u.width - w) > 1) f.u.setSize({ width: w, height: 200 });
     }
   }
+  // Resizing a chart changes the grid's height, which would notify the observer again in
+  // the same frame (the browser's "ResizeObserver loop" notice). So only a new *width*
+  // counts, and the charts are resized in the next frame, outside the observer's delivery.
   if (typeof ResizeObserver === 'function') {
-    const ro = new ResizeObserver(() => { if (!section.hidden) resize(); });
+    let width = 0;
+    let pending = false;
+    const ro = new ResizeObserver((entries) => {
+      const w = Math.round(entries[entries.length - 1].contentRect.width);
+      if (w === width || section.hidden || pending) return;
+      width = w;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; resize(); });
+    });
     ro.observe(grid);
   }
   const scheme = window.matchMedia('(prefers-color-scheme: dark)');

@@ -13,6 +13,7 @@ pub mod counters;
 pub mod dataplane;
 pub mod diagnose;
 pub mod drops;
+pub mod duration;
 pub mod error;
 pub mod facts;
 pub mod findings;

@@ -609,6 +609,15 @@ fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
             "duration",
         ),
         ("POST", "/api/v1/diagnose/lo?duration=0s".into(), "duration"),
+        ("POST", "/api/v1/diagnose/lo?duration=0".into(), "duration"),
+        ("POST", "/api/v1/diagnose/lo?duration=-5".into(), "duration"),
+        ("POST", "/api/v1/diagnose/lo?duration=61".into(), "duration"),
+        ("POST", "/api/v1/diagnose/lo?duration=500ms".into(), "duration"),
+        (
+            "POST",
+            "/api/v1/diagnose/lo?duration=99999999999999999999".into(),
+            "duration",
+        ),
         ("POST", "/api/v1/diagnose/lo?probe=maybe".into(), "probe"),
         ("POST", "/api/v1/diagnose/lo?force=1".into(), "force"),
     ];
@@ -639,6 +648,15 @@ fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
             r.describe()
         );
     }
+
+    // A bare number is seconds, as on the command line.
+    let r = agent.post("/api/v1/diagnose/lo?duration=1&probe=false")?;
+    let took = r.json["duration_s"].as_f64().unwrap_or_default();
+    ensure!(
+        r.status == 200 && (1.0..2.5).contains(&took),
+        "duration=1 observed {took} s: {}",
+        r.describe()
+    );
 
     // Still serving, and the process is alive.
     let r = agent.get("/api/v1/interfaces")?;

@@ -103,14 +103,77 @@ fn missing_interface_argument_exits_3() -> Result<()> {
 
 #[test]
 fn bad_duration_exits_3() -> Result<()> {
-    expect_usage_error(
-        &["flows", "eth0", "--duration", "abc"],
-        &["--duration", "abc"],
-    )?;
-    expect_usage_error(
-        &["flows", "eth0", "--duration", "0s"],
-        &["--duration", "longer than zero"],
-    )?;
+    for (args, why) in [
+        (["flows", "eth0", "--duration", "abc"], "not a duration"),
+        (["flows", "eth0", "--duration", "0s"], "is zero"),
+        (["flows", "eth0", "--duration", "0"], "is zero"),
+        (["diagnose", "eth0", "--duration", "-5"], "negative"),
+        (["drops", "--duration", "-5s", "--json"], "negative"),
+        (
+            ["diagnose", "eth0", "--duration", "2d"],
+            "too long: at most 1day",
+        ),
+        (["flows", "eth0", "--duration", "999999999999"], "too long"),
+        (
+            ["probe", "127.0.0.1", "--timeout", "5m"],
+            "too long: at most 1m",
+        ),
+    ] {
+        expect_usage_error(&args, &[args[args.len() - 2], why])?;
+    }
+    // The agent's settings, from the environment too.
+    let out = std::process::Command::new(netdoctor::binary()?)
+        .args(["agent", "--listen", "127.0.0.1:1"])
+        .env("NETDOCTOR_INTERVAL", "0")
+        .output()?;
+    let stderr = text(&out.stderr);
+    ensure!(
+        out.status.code() == Some(EXIT_UNKNOWN)
+            && stderr.contains("--interval")
+            && stderr.contains("is zero"),
+        "NETDOCTOR_INTERVAL=0: exit {}, stderr: {stderr}",
+        out.status
+    );
+    Ok(())
+}
+
+/// A bare number is seconds, as for `timeout 5`, `sleep 5`, `iperf3 -t 5`.
+#[test]
+fn bare_numbers_are_seconds() -> Result<()> {
+    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+        return Ok(());
+    }
+    let ns = Netns::new()?;
+    for (args, asked) in [
+        (
+            &["diagnose", "lo", "--duration", "1", "--no-probe", "--json"][..],
+            1.0,
+        ),
+        (
+            &["flows", "lo", "--duration", "1.5", "--json", "--top", "1"],
+            1.5,
+        ),
+        (
+            &["drops", "--duration", "1", "--json", "--interface", "lo"],
+            1.0,
+        ),
+    ] {
+        let out = netdoctor::run(Some(&ns), args, Duration::from_secs(60))?;
+        let stderr = text(&out.stderr);
+        ensure!(
+            out.status.code() == Some(0),
+            "`netdoctor {}` exited {}: {stderr}",
+            args.join(" "),
+            out.status
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let took = json["duration_s"].as_f64().unwrap_or_default();
+        ensure!(
+            (asked..asked + 1.5).contains(&took),
+            "`netdoctor {}` observed {took} s",
+            args.join(" ")
+        );
+    }
     Ok(())
 }
 

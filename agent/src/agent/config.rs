@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::duration::{self, AtMost, Written, HOUR};
+
 /// Default HTTP address: loopback only, so no token is needed.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9469";
 /// Default database path.
@@ -22,25 +24,31 @@ pub struct File {
     token_file: Option<PathBuf>,
     database: Option<PathBuf>,
     database_group: Option<String>,
-    #[serde(default, deserialize_with = "duration")]
-    interval: Option<Duration>,
+    interval: Option<Written>,
     interfaces: Option<Vec<String>>,
     exclude: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "duration")]
-    retention: Option<Duration>,
+    retention: Option<Written>,
     retention_rows: Option<u64>,
     rules: Option<PathBuf>,
     probe: Option<bool>,
-    #[serde(default, deserialize_with = "duration")]
-    probe_interval: Option<Duration>,
+    probe_interval: Option<Written>,
     max_peer_labels: Option<usize>,
 }
 
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s)
-        .map(Some)
-        .map_err(|e| serde::de::Error::custom(format!("{s:?}: {e} (examples: 10s, 5m, 7d)")))
+/// Longest evaluation interval: beyond it the agent would hardly be watching.
+const MAX_INTERVAL: Duration = HOUR;
+/// Longest history kept.
+const MAX_RETENTION: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// Longest time between two path-MTU probes of a tunnel.
+const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(7 * 86_400);
+
+/// A duration of the file, under `key`, checked against `max`.
+fn from_file(key: &str, value: Option<Written>, max: Duration) -> anyhow::Result<Option<Duration>> {
+    value
+        .map(|w| {
+            duration::parse(&w.0, max).map_err(|e| anyhow::anyhow!("configuration key {key}: {e}"))
+        })
+        .transpose()
 }
 
 impl File {
@@ -85,8 +93,13 @@ pub struct Overrides {
     /// connections and findings.
     #[arg(long, value_name = "GROUP", env = "NETDOCTOR_DATABASE_GROUP")]
     pub database_group: Option<String>,
-    /// How often to evaluate every interface [default: 10s].
-    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_INTERVAL")]
+    /// How often to evaluate every interface, e.g. 10 (seconds) or 1m [default: 10s].
+    #[arg(
+        long,
+        value_parser = AtMost(MAX_INTERVAL),
+        allow_hyphen_values = true,
+        env = "NETDOCTOR_INTERVAL",
+    )]
     pub interval: Option<Duration>,
     /// Interfaces to watch, as comma-separated glob patterns (e.g. "wg*,eth0")
     /// [default: every non-loopback physical, veth, bond, WireGuard, TUN/TAP, VXLAN and
@@ -106,8 +119,13 @@ pub struct Overrides {
         env = "NETDOCTOR_EXCLUDE"
     )]
     pub exclude: Vec<String>,
-    /// How long history is kept [default: 7d].
-    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_RETENTION")]
+    /// How long history is kept, e.g. 7d, 12h [default: 7d].
+    #[arg(
+        long,
+        value_parser = AtMost(MAX_RETENTION),
+        allow_hyphen_values = true,
+        env = "NETDOCTOR_RETENTION",
+    )]
     pub retention: Option<Duration>,
     /// At most this many samples and resolved findings are kept [default: 100000].
     #[arg(long, value_name = "ROWS", env = "NETDOCTOR_RETENTION_ROWS")]
@@ -118,8 +136,13 @@ pub struct Overrides {
     /// Never send path-MTU probes.
     #[arg(long, env = "NETDOCTOR_NO_PROBE")]
     pub no_probe: bool,
-    /// How often each tunnel's path MTU is probed [default: 5m].
-    #[arg(long, value_parser = crate::cli::parse_duration, env = "NETDOCTOR_PROBE_INTERVAL")]
+    /// How often each tunnel's path MTU is probed, e.g. 300 (seconds) or 5m [default: 5m].
+    #[arg(
+        long,
+        value_parser = AtMost(MAX_PROBE_INTERVAL),
+        allow_hyphen_values = true,
+        env = "NETDOCTOR_PROBE_INTERVAL",
+    )]
     pub probe_interval: Option<Duration>,
     /// WireGuard peers get a `peer` label (their public key) only while an interface has at
     /// most this many peers [default: 16]; larger meshes get per-interface figures only.
@@ -215,20 +238,24 @@ impl Config {
                 .unwrap_or_else(|| DEFAULT_DATABASE.into()),
             interval: o
                 .interval
-                .or(file.interval)
+                .or(from_file("interval", file.interval, MAX_INTERVAL)?)
                 .unwrap_or(Duration::from_secs(10)),
             interfaces: pick(&o.interfaces, file.interfaces),
             exclude: pick(&o.exclude, file.exclude),
             retention: o
                 .retention
-                .or(file.retention)
+                .or(from_file("retention", file.retention, MAX_RETENTION)?)
                 .unwrap_or(Duration::from_secs(7 * 86_400)),
             retention_rows: o.retention_rows.or(file.retention_rows).unwrap_or(100_000),
             rules: o.rules.clone().or(file.rules),
             probe: !o.no_probe && file.probe.unwrap_or(true),
             probe_interval: o
                 .probe_interval
-                .or(file.probe_interval)
+                .or(from_file(
+                    "probe_interval",
+                    file.probe_interval,
+                    MAX_PROBE_INTERVAL,
+                )?)
                 .unwrap_or(Duration::from_secs(300)),
             max_peer_labels: o.max_peer_labels.or(file.max_peer_labels).unwrap_or(16),
         };
@@ -301,6 +328,35 @@ mod tests {
         };
         let e = Config::resolve(&o).expect_err("must refuse");
         assert!(e.to_string().contains("--token-file"), "{e}");
+    }
+
+    #[test]
+    fn file_durations_may_be_bare_seconds_and_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("agent.toml");
+        std::fs::write(
+            &path,
+            "interval = 2\nretention = \"3600\"\nprobe_interval = 90.5\n",
+        )
+        .expect("write");
+        let o = Overrides {
+            config: Some(path.clone()),
+            ..Overrides::default()
+        };
+        let c = Config::resolve(&o).expect("config");
+        assert_eq!(c.interval, Duration::from_secs(2));
+        assert_eq!(c.retention, Duration::from_secs(3600));
+        assert_eq!(c.probe_interval, Duration::from_millis(90_500));
+        for (text, needle) in [
+            ("interval = -1\n", "interval: \"-1\" is negative"),
+            ("interval = 0\n", "interval: \"0\" is zero"),
+            ("interval = \"2h\"\n", "interval: \"2h\" is too long: at most 1h"),
+            ("retention = \"soon\"\n", "retention: \"soon\" is not a duration"),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            let e = Config::resolve(&o).expect_err(text);
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -35,13 +35,17 @@ async fn run(
     let p = Params::new(raw, &["duration", "probe"])?;
     let duration = match p.text("duration") {
         None => Duration::from_secs(5),
-        Some(d) => humantime::parse_duration(&d)
-            .ok()
-            .filter(|d| (Duration::from_secs(1)..=Duration::from_secs(60)).contains(d))
-            .ok_or_else(|| {
+        Some(d) => crate::duration::parse(&d, crate::duration::MINUTE)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                (d >= Duration::from_secs(1))
+                    .then_some(d)
+                    .ok_or_else(|| format!("{d:?} is shorter than 1s"))
+            })
+            .map_err(|e| {
                 ApiError::bad(
                     "duration",
-                    format!("expected 1s to 60s, e.g. 5s; got {d:?}"),
+                    format!("{e}; expected 1 to 60 seconds, e.g. 5 or 5s"),
                 )
             })?,
     };

@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::attach::{AttachMethod, XdpMode};
 use crate::dataplane::{IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
+use crate::duration::{AtMost, DAY, MINUTE};
 use crate::wire::Encap;
 
 /// Exit code when netdoctor could not do its job (Nagios "UNKNOWN"): usage errors, unknown
@@ -134,8 +135,13 @@ pub struct ProbeArgs {
     /// Largest IP packet to try [default: the MTU of the route's interface].
     #[arg(long)]
     pub max_size: Option<u32>,
-    /// How long to wait for each answer.
-    #[arg(long, default_value = "400ms", value_parser = parse_duration)]
+    /// How long to wait for each answer (a bare number is seconds).
+    #[arg(
+        long,
+        default_value = "400ms",
+        value_parser = AtMost(MINUTE),
+        allow_hyphen_values = true,
+    )]
     pub timeout: Duration,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -147,8 +153,15 @@ pub struct ProbeArgs {
 pub struct DiagnoseArgs {
     /// Interface to diagnose (wg0, tun0, tap0, vxlan0, eth0, ...).
     pub interface: String,
-    /// How long to observe traffic.
-    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    /// How long to observe traffic: 5 or 5s, 500ms, 1m30s (a bare number is seconds; at
+    /// most a day).
+    #[arg(
+        short,
+        long,
+        default_value = "5s",
+        value_parser = AtMost(DAY),
+        allow_hyphen_values = true,
+    )]
     pub duration: Duration,
     /// Print the report as JSON (schema in README "diagnose JSON").
     #[arg(long)]
@@ -194,8 +207,14 @@ pub struct DropsArgs {
     /// Only this interface.
     #[arg(short, long)]
     pub interface: Option<String>,
-    /// How long to count, e.g. 5s, 1m. Ctrl-C stops early and still reports.
-    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    /// How long to count, e.g. 5 (seconds), 1m. Ctrl-C stops early and still reports.
+    #[arg(
+        short,
+        long,
+        default_value = "5s",
+        value_parser = AtMost(DAY),
+        allow_hyphen_values = true,
+    )]
     pub duration: Duration,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -207,8 +226,15 @@ pub struct DropsArgs {
 pub struct FlowsArgs {
     /// Interface to watch (physical, veth, wg*, tun/tap, vxlan, bond, ...).
     pub interface: String,
-    /// How long to observe, e.g. 5s, 1m, 500ms. Ctrl-C stops early and still reports.
-    #[arg(short, long, default_value = "5s", value_parser = parse_duration)]
+    /// How long to observe, e.g. 5 (seconds), 1m, 500ms. Ctrl-C stops early and still
+    /// reports.
+    #[arg(
+        short,
+        long,
+        default_value = "5s",
+        value_parser = AtMost(DAY),
+        allow_hyphen_values = true,
+    )]
     pub duration: Duration,
     /// Print JSON instead of tables (schema in README "JSON output").
     #[arg(long)]
@@ -258,15 +284,6 @@ impl DataplaneArgs {
             ..Options::default()
         })
     }
-}
-
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d =
-        humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m30s, 500ms)"))?;
-    if d.is_zero() {
-        return Err("must be longer than zero".into());
-    }
-    Ok(d)
 }
 
 fn parse_tunnel_port(s: &str) -> Result<TunnelPort, String> {

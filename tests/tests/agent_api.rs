@@ -612,7 +612,11 @@ fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
         ("POST", "/api/v1/diagnose/lo?duration=0".into(), "duration"),
         ("POST", "/api/v1/diagnose/lo?duration=-5".into(), "duration"),
         ("POST", "/api/v1/diagnose/lo?duration=61".into(), "duration"),
-        ("POST", "/api/v1/diagnose/lo?duration=500ms".into(), "duration"),
+        (
+            "POST",
+            "/api/v1/diagnose/lo?duration=500ms".into(),
+            "duration",
+        ),
         (
             "POST",
             "/api/v1/diagnose/lo?duration=99999999999999999999".into(),

@@ -350,8 +350,14 @@ mod tests {
         for (text, needle) in [
             ("interval = -1\n", "interval: \"-1\" is negative"),
             ("interval = 0\n", "interval: \"0\" is zero"),
-            ("interval = \"2h\"\n", "interval: \"2h\" is too long: at most 1h"),
-            ("retention = \"soon\"\n", "retention: \"soon\" is not a duration"),
+            (
+                "interval = \"2h\"\n",
+                "interval: \"2h\" is too long: at most 1h",
+            ),
+            (
+                "retention = \"soon\"\n",
+                "retention: \"soon\" is not a duration",
+            ),
         ] {
             std::fs::write(&path, text).expect("write");
             let e = Config::resolve(&o).expect_err(text);

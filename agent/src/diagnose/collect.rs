@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use super::handshake::{handshake_since, now_unix};
 use super::tunnel::{family_name, Tunnel};
 use crate::dataplane;
 use crate::drops::{self, DropCount, DropProbe};
@@ -140,18 +141,17 @@ pub struct Observation<'a> {
     pub elapsed: Duration,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 impl Observation<'_> {
     /// Builds the facts document (probe facts are added later).
+    /// When the window began, in Unix seconds (rounded down, as handshake times are).
+    pub fn window_start_unix(&self) -> i64 {
+        now_unix() - self.elapsed.as_secs_f64().ceil() as i64
+    }
+
     pub async fn facts(&self) -> crate::Result<Facts> {
         let all_flows = &self.window.flows;
         let mine: Vec<&Flow> = all_flows
@@ -424,6 +424,7 @@ impl Observation<'_> {
                 .map(|f| i64::from(pick(&f.wireguard)))
                 .sum()
         };
+        let window_start = self.window_start_unix();
         if let (Some(before), Some(after)) = (&self.start.wireguard, &self.end.wireguard) {
             return after
                 .peers
@@ -452,6 +453,10 @@ impl Observation<'_> {
                             .map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
                         responses_received: ip
                             .map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
+                        handshake_in_window: ip.is_some_and(|ip| {
+                            wg_count(ip, Direction::Ingress, |w| w.response) > 0
+                                || wg_count(ip, Direction::Egress, |w| w.response) > 0
+                        }) || handshake_since(p, window_start),
                         path_mtu: -1,
                         blackhole: false,
                     }

@@ -3,6 +3,7 @@
 //! (later) the agent's API.
 
 pub(crate) mod collect;
+pub(crate) mod handshake;
 pub(crate) mod tunnel;
 
 use std::mem::MaybeUninit;
@@ -168,9 +169,11 @@ pub async fn diagnose(
     {
         notes.push(format!("{lost} connection-close events were lost (ring buffer full): short connections may be missing"));
     }
-    let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
+    // The data plane's window closes before the peers' state is read, so a handshake
+    // response it counted is already in that state.
     let window = dp.snapshot()?.since(&dp_start);
     drop(dp);
+    let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
         _ => None,
@@ -189,6 +192,7 @@ pub async fn diagnose(
         elapsed,
     };
     let mut facts = observed.facts().await?;
+    handshake::settle(&tun, &mut facts.peers, observed.window_start_unix()).await;
 
     if opts.probe {
         let targets = collect::probe_targets(&facts, &underlay, &me);

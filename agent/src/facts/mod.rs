@@ -95,6 +95,10 @@ pub struct PeerFacts {
     pub initiations_sent: i64,
     /// Handshake responses received from the peer during the observation.
     pub responses_received: i64,
+    /// A handshake completed during the observation (or within a second after it, for
+    /// initiations still in flight when it ended): a response crossed the underlay in
+    /// either direction, or the peer's last handshake is newer than the observation's start.
+    pub handshake_in_window: bool,
     /// Path MTU the probe measured toward the endpoint, -1 if not probed.
     pub path_mtu: i64,
     /// The probe saw larger packets vanish without an ICMP too-big report.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::counters::{bucket_label, IfaceCounters};
 use crate::dataplane;
 use crate::diagnose::collect::{self, Observation, Snapshot};
-use crate::diagnose::tunnel;
+use crate::diagnose::{handshake, tunnel};
 use crate::drops::{DropCount, DropProbe};
 use crate::facts::link;
 use crate::facts::Facts;
@@ -149,6 +149,7 @@ impl Monitor<'_> {
             elapsed,
         };
         let mut facts = observed.facts().await?;
+        handshake::settle(&tun, &mut facts.peers, observed.window_start_unix()).await;
         if let Some(dev) = &tun.wireguard {
             self.prev_wireguard.insert(me.name.clone(), dev.clone());
         }

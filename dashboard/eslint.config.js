@@ -29,7 +29,7 @@ export default [
   },
   {
     // Playwright runs these callbacks in the page.
-    files: ['tests/**/*.mjs'],
+    files: ['e2e/**/*.mjs'],
     languageOptions: { globals: { ...globals.node, document: 'readonly', localStorage: 'readonly', window: 'readonly', MutationObserver: 'readonly' } },
   },
   {

@@ -1,6 +1,6 @@
 // DEVELOPMENT AID, NOT A TEST OF THE PRODUCT: invented API answers shaped like agent/API.md,
 // so the dashboard can be worked on without root, BPF or a lab. Nothing here is evidence
-// that the agent provides these fields; the real check is tests/e2e.mjs against a real
+// that the agent provides these fields; the real check is e2e/e2e.mjs against a real
 // agent (run by the Rust integration test in a network-namespace lab).
 
 const WG_KEY = 'drP/h71bJzN1lE4Hx0Tq1pLx2mJgD9yq0hG2xJmY0Wk=';

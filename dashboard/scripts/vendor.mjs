@@ -1,6 +1,6 @@
 // Copies uPlot's distribution files from node_modules (installed from package-lock.json by
 // `npm ci`) into web/vendor/, the copies the agent embeds. Run `npm run vendor` after
-// changing the pinned uplot version; test/vendor.test.mjs checks that the committed copies
+// changing the pinned uplot version; unit/vendor.test.mjs checks that the committed copies
 // are byte-identical to the locked package.
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,5 @@
 // Formatting of the API's numbers for people. Pure functions, no DOM: Node imports this
-// module in the unit tests (test/format.test.mjs).
+// module in the unit tests (unit/format.test.mjs).
 //
 // Conventions of the API (agent/API.md, rules/README.md): unknown numbers are -1 (or null),
 // times are milliseconds since the UNIX epoch, rates are per second.

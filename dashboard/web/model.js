@@ -1,6 +1,6 @@
 // The dashboard's logic on API documents: health, sorting, filtering, per-algorithm
 // retransmission totals, lossy-cubic highlighting, samples -> chart series, routes.
-// Pure functions, no DOM: Node imports this module in the unit tests (test/model.test.mjs).
+// Pure functions, no DOM: Node imports this module in the unit tests (unit/model.test.mjs).
 
 import { known } from './format.js';
 

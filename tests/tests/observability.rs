@@ -252,7 +252,7 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
     Ok(())
 }
 
-/// Runs `dashboard/tests/e2e.mjs` in headless Chromium against `agent`, with `token` if
+/// Runs `dashboard/e2e/e2e.mjs` in headless Chromium against `agent`, with `token` if
 /// given, saving screenshots to `shots`.
 fn dashboard_e2e(
     agent: &Agent,
@@ -263,7 +263,7 @@ fn dashboard_e2e(
     std::fs::create_dir_all(shots)?;
     let mut command = Command::new("node");
     command
-        .arg(repo_root().join("dashboard/tests/e2e.mjs"))
+        .arg(repo_root().join("dashboard/e2e/e2e.mjs"))
         .arg("--url")
         .arg(format!("http://{}/", agent.addr()))
         .arg("--screenshots")
@@ -275,7 +275,7 @@ fn dashboard_e2e(
     }
     let out = command
         .output()
-        .context("running dashboard/tests/e2e.mjs")?;
+        .context("running dashboard/e2e/e2e.mjs")?;
     if !out.status.success() {
         bail!(
             "dashboard e2e{} failed ({}):\n{}\n{}\nagent stderr:\n{}",

@@ -2,7 +2,7 @@
 // End-to-end check of the dashboard served by a running agent, in Debian's Chromium through
 // playwright-core. It assumes no fixture data: what it expects comes from --expect.
 //
-//   node tests/e2e.mjs --url http://127.0.0.1:9469/ [--token SECRET | --token-file PATH]
+//   node e2e/e2e.mjs --url http://127.0.0.1:9469/ [--token SECRET | --token-file PATH]
 //        [--screenshots DIR] [--expect JSON | --expect-file PATH] [--timeout 60]
 //        [--diagnose-timeout 120] [--no-diagnose] [--chromium /usr/bin/chromium]
 //
@@ -34,7 +34,7 @@ const VIEWPORTS = [{ width: 1280, height: 800 }, { width: 400, height: 800 }];
 
 function usage(msg) {
   if (msg) console.error(`e2e: ${msg}`);
-  console.error('usage: node tests/e2e.mjs --url URL [--token T | --token-file F] [--screenshots DIR] ' +
+  console.error('usage: node e2e/e2e.mjs --url URL [--token T | --token-file F] [--screenshots DIR] ' +
     "[--expect '{\"mtus\":{\"wg0\":1420},\"finding\":\"…\",\"cc\":\"cubic\",\"interface\":\"wg0\"}' | --expect-file F] " +
     '[--timeout S] [--diagnose-timeout S] [--no-diagnose] [--chromium PATH]');
   process.exit(2);

@@ -79,6 +79,24 @@ pub fn require_bpf_or_skip() -> bool {
     true
 }
 
+/// What a lab test that builds namespaces but loads no BPF needs: root and namespaces
+/// ([`require_root_or_skip`]), and every program in `tools` on PATH.
+///
+/// # Panics
+/// When a requirement is missing and [`is_ci`] is true.
+pub fn netns_ready(tools: &[&str]) -> bool {
+    require_root_or_skip() && require_tools_or_skip(tools)
+}
+
+/// What a lab test that loads BPF needs: root and namespaces, CAP_BPF, CAP_PERFMON and
+/// kernel BTF ([`require_bpf_or_skip`]), and every program in `tools` on PATH.
+///
+/// # Panics
+/// When a requirement is missing and [`is_ci`] is true.
+pub fn lab_ready(tools: &[&str]) -> bool {
+    require_bpf_or_skip() && require_tools_or_skip(tools)
+}
+
 /// Checks that every program in `tools` is on PATH (e.g.
 /// `&["wireguard-go", "wg", "iperf3", "nft", "ping"]`).
 ///

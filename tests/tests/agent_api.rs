@@ -33,10 +33,6 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_root_or_skip() && ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 /// The entry of `list` whose `key` equals `value`.
 fn find<'a>(list: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
     list.iter().find(|v| v[key] == value)
@@ -79,7 +75,7 @@ fn expect_error(r: &Reply, status: u16, code: &str, parameter: Option<&str>) -> 
 
 #[test]
 fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {
-    if !lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
         return Ok(());
     }
     let (pair, wg) = wg_over_pair(UNDERLAY_MTU, WG_MTU)?;
@@ -434,7 +430,7 @@ fn check_report(r: &Reply, wg_name: &str) -> Result<()> {
 
 #[test]
 fn agent_refuses_a_public_address_without_a_token() -> Result<()> {
-    if !lab_ready(&["ss"]) {
+    if !ci::lab_ready(&["ss"]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -480,7 +476,7 @@ fn agent_refuses_a_public_address_without_a_token() -> Result<()> {
 
 #[test]
 fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
-    if !lab_ready(&[]) {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;

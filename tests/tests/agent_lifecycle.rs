@@ -33,10 +33,6 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// How fast the agent must follow interfaces appearing and disappearing.
 const CHURN: Duration = Duration::from_secs(2);
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_root_or_skip() && ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -85,7 +81,7 @@ fn finding_metric(agent: &Agent, id: &str, interface: &str) -> Result<Option<(f6
 
 #[test]
 fn agent_finding_opens_once_and_resolves_when_the_mtu_is_fixed() -> Result<()> {
-    if !lab_ready(&["ping", "wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["ping", "wireguard-go", "wg"]) {
         return Ok(());
     }
     let (pair, wg) = mtu_lab(FITTING_MTU)?;
@@ -294,7 +290,7 @@ fn restart_wireguard(
 
 #[test]
 fn agent_follows_a_tunnel_that_disappears_and_comes_back() -> Result<()> {
-    if !lab_ready(&["ping", "wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["ping", "wireguard-go", "wg"]) {
         return Ok(());
     }
     let (pair, mut wg) = mtu_lab(FITTING_MTU)?;
@@ -444,7 +440,7 @@ fn open_store(path: &Path) -> Result<Store> {
 
 #[test]
 fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() -> Result<()> {
-    if !lab_ready(&["ping", "wireguard-go", "wg", "tc"]) {
+    if !ci::lab_ready(&["ping", "wireguard-go", "wg", "tc"]) {
         return Ok(());
     }
     let (pair, wg) = mtu_lab(OVERSIZED_MTU)?;
@@ -584,7 +580,7 @@ fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() ->
 
 #[test]
 fn agent_exits_cleanly_on_sigterm() -> Result<()> {
-    if !lab_ready(&["tc"]) {
+    if !ci::lab_ready(&["tc"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;

@@ -53,7 +53,7 @@ fn expect_no_cors(r: &Reply) -> Result<()> {
 
 #[test]
 fn a_rebound_name_or_a_cross_site_post_is_refused() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -164,7 +164,7 @@ fn a_rebound_name_or_a_cross_site_post_is_refused() -> Result<()> {
 
 #[test]
 fn a_public_listener_answers_its_address_and_allowed_names_only() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;

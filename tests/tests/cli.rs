@@ -140,7 +140,7 @@ fn bad_duration_exits_3() -> Result<()> {
 /// A bare number is seconds, as for `timeout 5`, `sleep 5`, `iperf3 -t 5`.
 #[test]
 fn bare_numbers_are_seconds() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -239,7 +239,7 @@ fn unknown_interface_exits_3() -> Result<()> {
 
 #[test]
 fn flows_on_loopback_prints_the_json_schema() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -298,7 +298,7 @@ fn flows_on_loopback_prints_the_json_schema() -> Result<()> {
 
 #[test]
 fn logs_carry_no_color_codes_when_stderr_is_not_a_terminal() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;

@@ -148,7 +148,7 @@ fn null_config(dir: &Path, uid: u32) -> Result<PathBuf> {
 
 #[test]
 fn a_users_tinc_binary_is_never_run() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -167,7 +167,7 @@ fn a_users_tinc_binary_is_never_run() -> Result<()> {
 
 #[test]
 fn a_fastd_configuration_a_user_controls_is_not_read() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -252,7 +252,7 @@ impl Drop for FakeUapi {
 
 #[test]
 fn a_wireguard_socket_a_user_owns_is_not_believed() -> Result<()> {
-    if !ci::require_root_or_skip() || !ci::require_bpf_or_skip() {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;

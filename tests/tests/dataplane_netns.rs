@@ -19,10 +19,6 @@ use netdoctor_lab::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_root_or_skip() && ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 fn ip(s: &str) -> Result<IpAddr> {
     s.parse().with_context(|| format!("bad address {s}"))
 }
@@ -66,7 +62,7 @@ fn assert_close(what: &str, measured: u64, expected: u64, pct: u64, abs: u64) {
 
 #[test]
 fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
-    if !lab_ready(&["ping", "iperf3"]) {
+    if !ci::lab_ready(&["ping", "iperf3"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -246,7 +242,7 @@ fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
 
 #[test]
 fn wireguard_underlay_and_inner_flows() -> Result<()> {
-    if !lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -484,7 +480,7 @@ fn wireguard_underlay_and_inner_flows() -> Result<()> {
 
 #[test]
 fn forwarded_tcp_retransmissions_follow_loss() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let line = LineTopology::new(&LineConfig::default())?;
@@ -606,7 +602,7 @@ fn forwarded_tcp_retransmissions_follow_loss() -> Result<()> {
 
 #[test]
 fn icmp_frag_needed_is_attributed_to_the_router() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let line = LineTopology::new(&LineConfig {
@@ -709,7 +705,7 @@ fn kill9(watch: &mut Watch) -> Result<()> {
 
 #[test]
 fn sigkill_leaves_no_link_attachment() -> Result<()> {
-    if !lab_ready(&["tc"]) {
+    if !ci::lab_ready(&["tc"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -754,7 +750,7 @@ fn sigkill_leaves_no_link_attachment() -> Result<()> {
 
 #[test]
 fn sigkill_netlink_leftovers_are_swept_at_next_start() -> Result<()> {
-    if !lab_ready(&["tc"]) {
+    if !ci::lab_ready(&["tc"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -841,7 +837,7 @@ fn sigkill_netlink_leftovers_are_swept_at_next_start() -> Result<()> {
 }
 #[test]
 fn sweep_spares_a_running_netlink_netdoctor() -> Result<()> {
-    if !lab_ready(&["tc", "ping"]) {
+    if !ci::lab_ready(&["tc", "ping"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -915,7 +911,7 @@ fn sweep_spares_a_running_netlink_netdoctor() -> Result<()> {
 
 #[test]
 fn loopback_traffic_is_parsed_as_ip() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let ns = Netns::new()?;

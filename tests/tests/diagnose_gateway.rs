@@ -50,10 +50,6 @@ const CUBIC_LOSS_PERCENT: u8 = 4;
 const FORWARDED_LOSS_PERCENT: u8 = 5;
 const IPERF_PORT: u16 = 5201;
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 // ---------------------------------------------------------------------------
 // Reading the report: JSON accessors whose errors show the value, and the verdict
 // the lossy-path scenarios share.
@@ -251,7 +247,7 @@ fn cubic_scenario(pair: &PairTopology, cc: &str, lossy: bool) -> Result<(Diagnos
 
 #[test]
 fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -325,7 +321,7 @@ fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
 
 #[test]
 fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -358,7 +354,7 @@ fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
 
 #[test]
 fn cubic_without_loss_is_healthy() -> Result<()> {
-    if !lab_ready(&["iperf3"]) {
+    if !ci::lab_ready(&["iperf3"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -418,7 +414,7 @@ fn forwarded_tcp(loss_percent: Option<u8>) -> Result<Diagnosis> {
 
 #[test]
 fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let d = forwarded_tcp(Some(FORWARDED_LOSS_PERCENT))?;
@@ -439,7 +435,7 @@ fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
 
 #[test]
 fn forwarded_path_without_loss_is_healthy() -> Result<()> {
-    if !lab_ready(&["iperf3"]) {
+    if !ci::lab_ready(&["iperf3"]) {
         return Ok(());
     }
     let d = forwarded_tcp(None)?;
@@ -467,7 +463,7 @@ fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, PingReport)> {
 
 #[test]
 fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let (d, ping) = forwarding_scenario(false)?;
@@ -496,7 +492,7 @@ fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
 
 #[test]
 fn forwarding_enabled_on_the_gateway_is_healthy() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let (d, ping) = forwarding_scenario(true)?;
@@ -584,7 +580,7 @@ fn rp_filter_scenario(mode: &str) -> Result<(Diagnosis, u64)> {
 
 #[test]
 fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
-    if !lab_ready(&["ping", "sysctl"]) {
+    if !ci::lab_ready(&["ping", "sysctl"]) {
         return Ok(());
     }
     let (d, echos) = rp_filter_scenario("1")?;
@@ -614,7 +610,7 @@ fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
 
 #[test]
 fn loose_rp_filter_with_asymmetric_routing_is_healthy() -> Result<()> {
-    if !lab_ready(&["ping", "sysctl"]) {
+    if !ci::lab_ready(&["ping", "sysctl"]) {
         return Ok(());
     }
     let (d, echos) = rp_filter_scenario("2")?;
@@ -659,7 +655,7 @@ fn peer<'a>(d: &'a Diagnosis, key: &str) -> Result<&'a Value> {
 
 #[test]
 fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -725,7 +721,7 @@ fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
 
 #[test]
 fn wireguard_working_tunnel_is_healthy() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -833,7 +829,7 @@ fn bond_scenario(policy: &str) -> Result<Diagnosis> {
             and no modules (`ip link add type bond` -> Unknown device type); run with --ignored \
             where bonds exist"]
 fn tunnel_over_layer2_hashing_bond_is_found_and_layer34_is_not() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
         return Ok(());
     }
     let d = bond_scenario("layer2")?;
@@ -870,7 +866,7 @@ fn tunnel_over_layer2_hashing_bond_is_found_and_layer34_is_not() -> Result<()> {
 /// re-testing the size that passed; loss is 40 % here to make a regression near-certain.
 #[test]
 fn probe_does_not_mistake_random_loss_for_a_blackhole() -> Result<()> {
-    if !lab_ready(&["nft"]) {
+    if !ci::lab_ready(&["nft"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;

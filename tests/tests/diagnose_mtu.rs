@@ -37,10 +37,6 @@ const TWIN_RATE: &str = "20M";
 /// wireguard-go daemons share the two cores.
 const GATEWAY_RATE: &str = "10M";
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 // ---------------------------------------------------------------------------
 // Running `netdoctor diagnose` and reading its report.
 // ---------------------------------------------------------------------------
@@ -294,7 +290,7 @@ fn expect_wg_facts(
 
 #[test]
 fn wireguard_1480_on_1500_exceeds_the_underlay() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg"]) {
         return Ok(());
     }
     let lab = WgPair::new(1500, 1480, false)?;
@@ -320,7 +316,7 @@ fn wireguard_1480_on_1500_exceeds_the_underlay() -> Result<()> {
 
 #[test]
 fn wireguard_over_ipv6_1440_exceeds_and_1420_fits() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
         return Ok(());
     }
     let bad = WgPair::new(1500, 1440, true)?;
@@ -359,7 +355,7 @@ fn wireguard_over_ipv6_1440_exceeds_and_1420_fits() -> Result<()> {
 
 #[test]
 fn wireguard_1280_on_1500_is_undersized() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg"]) {
         return Ok(());
     }
     let lab = WgPair::new(1500, 1280, false)?;
@@ -377,7 +373,7 @@ fn wireguard_1280_on_1500_is_undersized() -> Result<()> {
 
 #[test]
 fn wireguard_1420_on_a_9000_underlay_is_undersized() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg"]) {
         return Ok(());
     }
     let lab = WgPair::new(9000, 1420, false)?;
@@ -393,7 +389,7 @@ fn wireguard_1420_on_a_9000_underlay_is_undersized() -> Result<()> {
 
 #[test]
 fn wireguard_1480_on_1500_fragments_on_the_underlay_under_load() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3"]) {
         return Ok(());
     }
     let lab = WgPair::new(1500, 1480, false)?;
@@ -417,7 +413,7 @@ fn wireguard_1480_on_1500_fragments_on_the_underlay_under_load() -> Result<()> {
 /// and the same iperf3 load produces no fragments.
 #[test]
 fn wireguard_1440_on_1500_is_healthy_under_load() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3"]) {
         return Ok(());
     }
     let lab = WgPair::new(1500, 1440, false)?;
@@ -546,7 +542,7 @@ fn diagnose_bulk_transfer(
 
 #[test]
 fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let line = blackhole_line(true)?;
@@ -578,7 +574,7 @@ fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> 
 /// Twin: the same path with ICMP allowed; PMTUD works, no blackhole.
 #[test]
 fn working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
-    if !lab_ready(&["iperf3"]) {
+    if !ci::lab_ready(&["iperf3"]) {
         return Ok(());
     }
     let line = blackhole_line(false)?;
@@ -606,7 +602,7 @@ fn working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
 /// retransmission timeouts (0.2 + 0.4 + 0.8 + 1.6 s).
 #[test]
 fn pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let line = blackhole_line(true)?;
@@ -630,7 +626,7 @@ fn pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Result<()
 /// Twin of the fallback: PMTUD works, the transfer adapts and moves data.
 #[test]
 fn working_pmtud_without_probe_is_no_blackhole() -> Result<()> {
-    if !lab_ready(&["iperf3"]) {
+    if !ci::lab_ready(&["iperf3"]) {
         return Ok(());
     }
     let line = blackhole_line(false)?;
@@ -691,7 +687,7 @@ impl WgOverHop {
 
 #[test]
 fn wireguard_over_a_1400_hop_exceeds_the_probed_path() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg"]) {
         return Ok(());
     }
     let lab = WgOverHop::new(false)?;
@@ -713,7 +709,7 @@ fn wireguard_over_a_1400_hop_exceeds_the_probed_path() -> Result<()> {
 
 #[test]
 fn wireguard_over_a_blackholed_hop() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "nft"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft"]) {
         return Ok(());
     }
     let lab = WgOverHop::new(true)?;
@@ -775,7 +771,7 @@ fn probe(ns: &Netns, target: &str) -> Result<Value> {
 
 #[test]
 fn probe_command_on_blackhole_working_pmtud_and_direct_link() -> Result<()> {
-    if !lab_ready(&["nft", "ping"]) {
+    if !ci::lab_ready(&["nft", "ping"]) {
         return Ok(());
     }
     // Blackhole: sizes above 1400 vanish, nobody reports them.
@@ -940,7 +936,7 @@ fn expect_gateway_facts(d: &Diagnosis) -> Result<()> {
 
 #[test]
 fn gateway_without_mss_clamping_into_a_1420_tunnel() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
         return Ok(());
     }
     let gw = Gateway::new()?;
@@ -965,7 +961,7 @@ fn gateway_without_mss_clamping_into_a_1420_tunnel() -> Result<()> {
 /// Twin: the same gateway with the clamping rule from the fix.
 #[test]
 fn gateway_with_mss_clamping_is_healthy() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
         return Ok(());
     }
     let gw = Gateway::new()?;
@@ -987,7 +983,7 @@ fn gateway_with_mss_clamping_is_healthy() -> Result<()> {
 /// tunnel: the SYNs still leave it with MSS 1460, and the finding must stay.
 #[test]
 fn gateway_with_clamping_on_another_interface_still_lacks_it() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
         return Ok(());
     }
     let gw = Gateway::new()?;
@@ -1053,7 +1049,7 @@ fn vxlan_pair(mtu: u32) -> Result<PairTopology> {
 
 #[test]
 fn vxlan_1500_on_1500_exceeds_and_1450_fits() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let pair = vxlan_pair(1500)?;

@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use common_mesh::{diagnose, join, lab_ready, mtu_fix, wait_for_link, Diagnosis, MTU_FINDINGS};
+use common_mesh::{diagnose, join, mtu_fix, wait_for_link, Diagnosis, MTU_FINDINGS};
 use netdoctor_lab::{
-    cmd, traffic, BgProcess, Iperf3Opts, Iperf3Report, Iperf3Server, Netns, PairTopology,
+    ci, cmd, traffic, BgProcess, Iperf3Opts, Iperf3Report, Iperf3Server, Netns, PairTopology,
 };
 use serde_json::Value;
 
@@ -550,7 +550,7 @@ fn assert_fits_on_the_wire(d: &Diagnosis, wire: &WireCount, mtu: i64) -> Result<
 
 #[test]
 fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
-    if !lab_ready(TINC_TOOLS) {
+    if !ci::lab_ready(TINC_TOOLS) {
         return Ok(());
     }
     let mesh = TapMesh::new(Daemon::Tinc, 1500, &unique_ifname())?;
@@ -585,7 +585,7 @@ fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
 
 #[test]
 fn tinc_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
-    if !lab_ready(TINC_TOOLS) {
+    if !ci::lab_ready(TINC_TOOLS) {
         return Ok(());
     }
     let mtu = 1400;
@@ -610,7 +610,7 @@ fn tinc_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
 /// never do is report the probes' inflated figure.
 #[test]
 fn tinc_measured_overhead_is_not_inflated_by_pmtu_probes() -> Result<()> {
-    if !lab_ready(TINC_TOOLS) {
+    if !ci::lab_ready(TINC_TOOLS) {
         return Ok(());
     }
     let mtu = 1400;
@@ -681,7 +681,7 @@ fn tinc_reported_mtu(ns: &Netns, ifname: &str) -> Result<i64> {
 /// must agree with the wire's (within one 16-byte cipher block of padding).
 #[test]
 fn tinc_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
-    if !lab_ready(TINC_TOOLS) {
+    if !ci::lab_ready(TINC_TOOLS) {
         return Ok(());
     }
     let version = cmd::host_run(&["tincd", "--version"])?;
@@ -740,7 +740,7 @@ const FASTD_TAP_OVERHEAD: i64 = 66;
 
 #[test]
 fn fastd_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
-    if !lab_ready(FASTD_TOOLS) {
+    if !ci::lab_ready(FASTD_TOOLS) {
         return Ok(());
     }
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1500, &unique_ifname())?;
@@ -773,7 +773,7 @@ fn fastd_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
 
 #[test]
 fn fastd_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
-    if !lab_ready(FASTD_TOOLS) {
+    if !ci::lab_ready(FASTD_TOOLS) {
         return Ok(());
     }
     let mtu = (UNDERLAY_MTU - FASTD_TAP_OVERHEAD) as u32;
@@ -800,7 +800,7 @@ fn fastd_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
 /// at 1500 - 28 - 1 - 14 = 1457 fits, and netdoctor must not call it oversized.
 #[test]
 fn fastd_null_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
-    if !lab_ready(FASTD_TOOLS) {
+    if !ci::lab_ready(FASTD_TOOLS) {
         return Ok(());
     }
     let mtu = UNDERLAY_MTU - 28 - 1 - 14;
@@ -833,7 +833,7 @@ fn fastd_null_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
 /// fastd started earlier in other namespaces.
 #[test]
 fn tap_owner_is_looked_up_in_the_interface_namespace() -> Result<()> {
-    if !lab_ready(BOTH_TOOLS) {
+    if !ci::lab_ready(BOTH_TOOLS) {
         return Ok(());
     }
     let ifname = unique_ifname();
@@ -862,7 +862,7 @@ fn tap_owner_is_looked_up_in_the_interface_namespace() -> Result<()> {
 /// must add it when it finds the daemon, and from then on label the underlay's flows.
 #[test]
 fn agent_learns_a_fastd_port_while_running() -> Result<()> {
-    if !lab_ready(FASTD_TOOLS) {
+    if !ci::lab_ready(FASTD_TOOLS) {
         return Ok(());
     }
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1400, &unique_ifname())?;

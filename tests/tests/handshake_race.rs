@@ -84,10 +84,7 @@ fn round(offset: Duration) -> Result<(Diagnosis, Option<u64>)> {
 
 #[test]
 fn a_handshake_completing_during_the_observation_is_never_stale() -> Result<()> {
-    if !ci::require_root_or_skip()
-        || !ci::require_bpf_or_skip()
-        || !ci::require_tools_or_skip(&["wireguard-go", "wg", "ping"])
-    {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
         return Ok(());
     }
     let mut false_alarms = Vec::new();

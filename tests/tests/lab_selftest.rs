@@ -10,10 +10,6 @@ use netdoctor_lab::{
     Netns, PacketLoss, PairTopology, PingOpts, WgConfig, WgTunnel,
 };
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_root_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 fn netns_listed(name: &str) -> Result<bool> {
     let out = netdoctor_lab::cmd::host_run(&["ip", "netns", "list"])?;
     Ok(out
@@ -23,7 +19,7 @@ fn netns_listed(name: &str) -> Result<bool> {
 
 #[test]
 fn veth_ping_and_mtu_between_namespaces() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::netns_ready(&["ping"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1400)?;
@@ -61,7 +57,7 @@ fn veth_ping_and_mtu_between_namespaces() -> Result<()> {
 
 #[test]
 fn run_errors_carry_stderr_and_setns_thread_works() -> Result<()> {
-    if !lab_ready(&[]) {
+    if !ci::netns_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -83,7 +79,7 @@ fn run_errors_carry_stderr_and_setns_thread_works() -> Result<()> {
 
 #[test]
 fn host_veth_end_is_removed_on_drop() -> Result<()> {
-    if !lab_ready(&[]) {
+    if !ci::netns_ready(&[]) {
         return Ok(());
     }
     let ns = Netns::new()?;
@@ -103,7 +99,7 @@ fn host_veth_end_is_removed_on_drop() -> Result<()> {
 
 #[test]
 fn wireguard_go_tunnel_handshake_ping_iperf3() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
+    if !ci::netns_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -142,7 +138,7 @@ fn wireguard_go_tunnel_handshake_ping_iperf3() -> Result<()> {
 
 #[test]
 fn line_forwarding_with_nft_loss_shows_retransmits() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft", "ping"]) {
+    if !ci::netns_ready(&["iperf3", "nft", "ping"]) {
         return Ok(());
     }
     let line = LineTopology::new(&LineConfig {
@@ -194,7 +190,7 @@ fn line_forwarding_with_nft_loss_shows_retransmits() -> Result<()> {
 
 #[test]
 fn forwarding_disabled_blocks_routed_traffic() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::netns_ready(&["ping"]) {
         return Ok(());
     }
     let line = LineTopology::new(&LineConfig {
@@ -219,7 +215,7 @@ fn forwarding_disabled_blocks_routed_traffic() -> Result<()> {
 
 #[test]
 fn teardown_leaves_nothing_behind_even_on_panic() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "nft", "sleep"]) {
+    if !ci::netns_ready(&["wireguard-go", "wg", "nft", "sleep"]) {
         return Ok(());
     }
     let mut names = Vec::new();

@@ -273,9 +273,7 @@ fn dashboard_e2e(
     if let Some(t) = token {
         command.arg("--token").arg(t);
     }
-    let out = command
-        .output()
-        .context("running dashboard/e2e/e2e.mjs")?;
+    let out = command.output().context("running dashboard/e2e/e2e.mjs")?;
     if !out.status.success() {
         bail!(
             "dashboard e2e{} failed ({}):\n{}\n{}\nagent stderr:\n{}",

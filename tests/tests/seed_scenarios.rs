@@ -19,10 +19,10 @@ mod common_mesh;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use common_mesh::{diagnose, join, lab_ready, mtu_fix, Diagnosis, MTU_FINDINGS};
+use common_mesh::{diagnose, join, mtu_fix, Diagnosis, MTU_FINDINGS};
 use netdoctor_lab::veth::{create_veth, VethEnd};
 use netdoctor_lab::{
-    traffic, BgProcess, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
+    ci, traffic, BgProcess, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
     LineTopology, Netns, PacketLoss, PairTopology, PingOpts, WgConfig, WgTunnel,
 };
 use serde_json::Value;
@@ -75,7 +75,7 @@ fn wg_mtu_scenario(mtu: u32) -> Result<Diagnosis> {
 
 #[test]
 fn seed_1_tunnel_mtu_ignores_overhead() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
         return Ok(());
     }
     // WireGuard over IPv4 adds 60 bytes: 1440 is the largest MTU a 1500 underlay carries.
@@ -163,7 +163,7 @@ fn blackhole_scenario(filter_icmp: bool) -> Result<Diagnosis> {
 
 #[test]
 fn seed_2_pmtu_blackhole() -> Result<()> {
-    if !lab_ready(&["iperf3", "iptables", "ping"]) {
+    if !ci::lab_ready(&["iperf3", "iptables", "ping"]) {
         return Ok(());
     }
     let (broken, healthy) = std::thread::scope(|s| -> Result<(Diagnosis, Diagnosis)> {
@@ -272,7 +272,7 @@ fn download(
 
 #[test]
 fn seed_3_loss_hits_cubic_not_bbr() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft", "ping"]) {
+    if !ci::lab_ready(&["iperf3", "nft", "ping"]) {
         return Ok(());
     }
     // client — router — server (cubic), and a second server (bbr) behind the same router.
@@ -386,7 +386,7 @@ fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, traffic::PingRepo
 
 #[test]
 fn seed_4_gateway_forwarding_disabled() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let ((broken, broken_ping), (healthy, healthy_ping)) = std::thread::scope(|s| {
@@ -460,7 +460,7 @@ fn rp_filter_scenario(mode: &str) -> Result<(Diagnosis, traffic::PingReport)> {
 
 #[test]
 fn seed_4_gateway_rp_filter_strict_with_asymmetric_routing() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let ((strict, strict_ping), (loose, loose_ping)) = std::thread::scope(|s| {
@@ -581,7 +581,7 @@ impl WgOverBond {
 #[test]
 #[ignore = "needs a kernel with bonding (CONFIG_BONDING); the project's CI kernel has none. Run with --ignored where bonds exist"]
 fn seed_5_bond_hashes_tunnel_onto_one_link() -> Result<()> {
-    if !lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
+    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
         return Ok(());
     }
     // Run explicitly (--ignored): a kernel without bonds is then an error, not a skip.

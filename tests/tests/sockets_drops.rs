@@ -25,10 +25,6 @@ use netdoctor_lab::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
-
 fn ip(s: &str) -> Result<IpAddr> {
     s.parse().with_context(|| format!("bad address {s}"))
 }
@@ -518,7 +514,7 @@ fn sample_live(ns: &Netns, ready: &mpsc::Sender<()>) -> Result<Vec<Sample>> {
 
 #[test]
 fn congestion_control_per_flow_and_live_figures_match_ss() -> Result<()> {
-    if !lab_ready(&["iperf3", "ss"]) {
+    if !ci::lab_ready(&["iperf3", "ss"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -686,7 +682,7 @@ fn congestion_control_per_flow_and_live_figures_match_ss() -> Result<()> {
 
 #[test]
 fn retransmit_ratio_follows_loss() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft"]) {
+    if !ci::lab_ready(&["iperf3", "nft"]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;
@@ -861,7 +857,7 @@ fn drop_entries(json: &Value) -> Vec<&Value> {
 
 #[test]
 fn forwarding_disabled_shows_ip_inaddrerrors_on_the_router() -> Result<()> {
-    if !lab_ready(&["ping"]) {
+    if !ci::lab_ready(&["ping"]) {
         return Ok(());
     }
     let line = LineTopology::new(&LineConfig {
@@ -1030,7 +1026,7 @@ fn wait_retransmits(line: &LineTopology, n: u64, timeout: Duration) -> Result<Ss
 
 #[test]
 fn pmtu_blackhole_retransmits_full_size_segments_and_keeps_pmtu() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft", "ss"]) {
+    if !ci::lab_ready(&["iperf3", "nft", "ss"]) {
         return Ok(());
     }
     let black = pmtu_line(true)?;
@@ -1134,7 +1130,7 @@ fn pmtu_blackhole_retransmits_full_size_segments_and_keeps_pmtu() -> Result<()> 
 /// still attribute the connection to the interface its retransmissions leave through.
 #[test]
 fn pmtu_blackhole_stalled_past_fifth_rto_is_still_reported() -> Result<()> {
-    if !lab_ready(&["iperf3", "nft", "ss"]) {
+    if !ci::lab_ready(&["iperf3", "nft", "ss"]) {
         return Ok(());
     }
     let black = pmtu_line(true)?;
@@ -1242,7 +1238,7 @@ fn short_clients(ns: &Netns, n: usize) -> Result<Vec<SocketAddr>> {
 
 #[test]
 fn short_lived_connections_are_reported_closed() -> Result<()> {
-    if !lab_ready(&[]) {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let pair = PairTopology::new(1500)?;

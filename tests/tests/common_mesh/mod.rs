@@ -9,12 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 pub use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, netdoctor, BgProcess, Netns};
-
-/// Skip-or-fail gate of every lab test here: root, BPF, and `tools` on PATH.
-pub fn lab_ready(tools: &[&str]) -> bool {
-    ci::require_bpf_or_skip() && ci::require_tools_or_skip(tools)
-}
+use netdoctor_lab::{netdoctor, BgProcess, Netns};
 
 /// Finding ids that are about the tunnel MTU.
 pub const MTU_FINDINGS: &[&str] = &[

@@ -183,6 +183,16 @@ impl<'obj> Dataplane<'obj> {
         };
         per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
         per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
+        if crate::features::xdp_frags() {
+            // Multi-buffer XDP: the program sees whole frames, fragments included. Set
+            // here rather than by section "xdp.frags", whose flag kernels before 5.18
+            // refuse; there the program sees each frame's linear part, the whole frame.
+            open.progs
+                .nd_xdp_ingress
+                .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
+        } else {
+            tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
+        }
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
         Ok(Dataplane {

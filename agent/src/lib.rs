@@ -15,6 +15,7 @@ pub mod diagnose;
 pub mod drops;
 pub mod error;
 pub mod facts;
+pub mod features;
 pub mod findings;
 pub mod flow_cache;
 pub mod flows;

@@ -108,7 +108,8 @@ impl<'obj> SocketProbes<'obj> {
             ),
         ] {
             if !available {
-                tracing::warn!("this kernel lacks {what}; that signal is skipped");
+                // The caller names the lost signal (diagnose: a note and one warning).
+                tracing::info!("this kernel lacks {what}; that signal is skipped");
             }
         }
         let skel = open.load().map_err(Error::from_load)?;

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::dataplane::{Dataplane, Options};
 use crate::rules::RuleSet;
+use crate::sockets::SocketProbes;
 use crate::store::{Retention, Store};
 use config::Config;
 use state::Shared;
@@ -115,10 +116,25 @@ async fn spawn_monitor(
                         &mut drop_storage,
                         &mut notes,
                     );
-                    for n in &notes {
-                        tracing::warn!("{n}");
-                    }
-                    shared.view_mut().health.notes = notes;
+                    let sig = sockets
+                        .as_ref()
+                        .map(SocketProbes::signals)
+                        .unwrap_or_default();
+                    let mut view = shared.view_mut();
+                    view.health.notes = notes;
+                    view.health.programs_loaded = [
+                        ("nd_tc_ingress", true),
+                        ("nd_tc_egress", true),
+                        ("nd_xdp_ingress", true),
+                        ("nd_iter_tcp", sig.snapshots),
+                        ("nd_tcp_retransmit", sig.retransmits),
+                        ("nd_sock_state", sig.lifecycle),
+                        ("nd_kfree_skb", drops.is_some()),
+                    ]
+                    .into_iter()
+                    .map(|(p, l)| (p.to_owned(), l))
+                    .collect();
+                    drop(view);
                     monitor::Monitor::new(shared.clone(), rules, dp, sockets, drops)
                 })();
                 match loaded {

@@ -4,6 +4,8 @@
 
 pub(crate) mod collect;
 mod signals;
+
+pub(crate) use signals::{missing_facts, note};
 pub(crate) mod tunnel;
 
 use std::mem::MaybeUninit;

@@ -77,8 +77,8 @@ pub(super) fn packet_dataplane<'obj>(
     Some(dp)
 }
 
-/// The facts this diagnosis lacks, given the signals it has.
-pub(super) fn missing_facts(
+/// The facts a diagnosis (or the agent) lacks, given the signals it has.
+pub(crate) fn missing_facts(
     dataplane: bool,
     sockets: Option<&SocketProbes<'_>>,
     drops: Option<&DropProbe<'_>>,

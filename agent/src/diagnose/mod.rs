@@ -79,15 +79,8 @@ pub(crate) fn load_probes<'obj>(
 ) -> (Option<SocketProbes<'obj>>, Option<DropProbe<'obj>>) {
     let sockets = match SocketProbes::load(sock_storage) {
         Ok(s) => {
-            let sig = s.signals();
-            for (live, what) in [
-                (sig.snapshots, "socket snapshots (iter/tcp): per-connection congestion control, RTT and retransmissions unavailable"),
-                (sig.retransmits, "retransmission tracepoint (tcp_retransmit_skb): full-size vs. short retransmissions unavailable"),
-                (sig.lifecycle, "close events (inet_sock_set_state): connections shorter than the window are missed"),
-            ] {
-                if !live {
-                    signals::note(notes, format!("{what} on this kernel"));
-                }
+            for what in s.signals().missing() {
+                signals::note(notes, format!("{what} on this kernel"));
             }
             Some(s)
         }

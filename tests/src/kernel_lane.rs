@@ -17,6 +17,19 @@ pub const KERNELS: [&str; 3] = ["5.10", "6.1", "6.12"];
 /// it got). Under TCG a kernel's whole run takes 2-4 minutes here.
 const GUEST_TIMEOUT: Duration = Duration::from_secs(900);
 
+/// The kernels to boot: [`KERNELS`], or those of them `ND_LANE_KERNELS` lists
+/// (comma-separated, e.g. `5.10,6.1`) for a quicker look at one kernel. CI always boots
+/// them all.
+pub fn selected() -> Vec<&'static str> {
+    match std::env::var("ND_LANE_KERNELS") {
+        Ok(list) if !crate::ci::is_ci() => KERNELS
+            .into_iter()
+            .filter(|k| list.split(',').any(|x| x.trim() == *k))
+            .collect(),
+        _ => KERNELS.to_vec(),
+    }
+}
+
 /// Where `.ci/vm-setup` put virtme-ng and the kernels.
 pub fn cache_dir() -> PathBuf {
     std::env::var_os("ND_VM_CACHE")
@@ -203,4 +216,57 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
         elapsed: started.elapsed(),
         error,
     })
+}
+
+/// The kernel table's header (docs/kernels.md and the README copy the table).
+pub const TABLE_HEADER: &str = "| kernel | packet data plane | tc attached by | XDP | socket telemetry | close events | drop reasons | kernel WireGuard MTU finding |\n|---|---|---|---|---|---|---|---|\n";
+
+/// The signals one kernel gave, as its checks proved them: one row of the kernel table.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// tc counters equal to `ip -s link`.
+    pub dataplane: bool,
+    /// How tc was attached: "link" (tcx) or "netlink".
+    pub tc: String,
+    /// Generic XDP counted exactly.
+    pub xdp: bool,
+    /// Congestion control and retransmissions per connection.
+    pub sockets: bool,
+    /// A short connection caught at close.
+    pub close_events: bool,
+    /// Drop reasons reported (None: not checked).
+    pub drop_reasons: Option<bool>,
+    /// The kernel WireGuard MTU finding (None: no kernel WireGuard here).
+    pub wireguard_mtu: Option<bool>,
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+impl Signals {
+    /// The table row of `run`.
+    pub fn row(&self, run: &Run) -> String {
+        let opt = |o: Option<bool>| o.map_or("n/a", yes);
+        format!(
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} |",
+            run.name,
+            run.kernel(),
+            yes(self.dataplane),
+            if self.tc == "link" {
+                "tcx"
+            } else {
+                self.tc.as_str()
+            },
+            yes(self.xdp),
+            yes(self.sockets),
+            yes(self.close_events),
+            opt(self.drop_reasons),
+            opt(self.wireguard_mtu),
+        )
+    }
 }

@@ -4,9 +4,9 @@
 
 pub(crate) mod collect;
 mod signals;
+pub(crate) mod tunnel;
 
 pub(crate) use signals::{missing_facts, note};
-pub(crate) mod tunnel;
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;

@@ -28,13 +28,26 @@ struct {
 /* Drops whose (device, reason, protocol) no longer fit in `drops`. */
 __u64 drops_overflow = 0;
 
+/* Set by the agent from BTF: this kernel's kfree_skb tracepoint passes a drop reason (a
+ * third argument, Linux 5.17; distributions backport it). Without it, drops are counted
+ * with reason 0 (SKB_DROP_REASON_NOT_SPECIFIED where the enum exists). */
+const volatile bool kfree_skb_has_reason = false;
+
+/* Only the first two arguments are declared: a kernel without `reason` refuses a program
+ * that reads a third. ctx[2] is read only when the agent found it in BTF (the verifier
+ * prunes the branch otherwise). */
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(nd_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
+int BPF_PROG(nd_kfree_skb, struct sk_buff *skb, void *location)
 {
-	/* Newer kernels also report "not dropped" and "consumed" here: not drops. */
-	if (bpf_core_enum_value_exists(enum skb_drop_reason, SKB_CONSUMED) &&
-	    reason <= bpf_core_enum_value(enum skb_drop_reason, SKB_CONSUMED))
-		return 0;
+	__u32 reason = 0;
+
+	if (kfree_skb_has_reason) {
+		reason = (__u32)ctx[2];
+		/* Newer kernels also report "not dropped" and "consumed" here: not drops. */
+		if (bpf_core_enum_value_exists(enum skb_drop_reason, SKB_CONSUMED) &&
+		    reason <= bpf_core_enum_value(enum skb_drop_reason, SKB_CONSUMED))
+			return 0;
+	}
 
 	struct nd_drop_key key = {};
 	struct net_device *dev = BPF_CORE_READ(skb, dev);

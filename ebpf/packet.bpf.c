@@ -18,6 +18,15 @@
  * extension headers x TCP options would otherwise multiply past its one-million-instruction
  * limit. Stages hand each other plain scalars (offsets, addresses) in small structs; each
  * re-derives packet pointers from its own context with a bounds check.
+ *
+ * Kernels this must load on (5.10 and later; the kernel lane boots 5.10, 6.1 and 6.12):
+ * - global functions take only their context and scalars (pointer arguments need 5.12,
+ *   and before 6.2 such a pointer is refused as a map key); the slow path's stages pass
+ *   their results through a per-CPU scratch entry (struct nd_scratch);
+ * - the flow record's out-of-line helpers (nd_seq_slow, nd_flow_miss, nd_flow_touch) are
+ *   static subprograms, which every kernel verifies with the caller's precise pointer types;
+ * - helpers some kernels lack are chosen with CO-RE (include/compat.h), and the XDP
+ *   program's multi-buffer flag is set by the agent only where the kernel accepts it.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
@@ -26,6 +35,7 @@
 #include "netdoctor.h"
 #include "parse.h"
 #include "encap.h"
+#include "compat.h"
 
 /* tcx's "continue with the next program"; legacy cls_bpf reads -1 as TC_ACT_UNSPEC, which
  * also means "no verdict from me". Either way we never terminate the chain. */
@@ -386,7 +396,7 @@ static __always_inline void record_ptb(const struct nd_meta *m, const struct nd_
 	}
 	__sync_fetch_and_add(&st->count, 1);
 	st->mtu = mtu;
-	st->last_ns = bpf_ktime_get_coarse_ns();
+	st->last_ns = nd_now_ns();
 }
 
 /* The fixed TCP header's facts; `l4_len` is the IP payload length. */
@@ -485,28 +495,6 @@ static __always_inline void l4_parse(void *data, void *data_end, const struct nd
 	}
 }
 
-/* The stages, once per context type: global (not static) so the verifier checks each on
- * its own. They return 0; results travel in `out`. */
-#define ND_DEFINE_STAGES(suffix, ctx_type)                                                  \
-	__noinline int nd_l3_##suffix(ctx_type *ctx, const struct nd_meta *m,              \
-				      struct nd_l3 *out)                                   \
-	{                                                                                  \
-		if (!ctx || !m || !out)                                                    \
-			return 0;                                                          \
-		l3_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, m, out);    \
-		return 0;                                                                  \
-	}                                                                                  \
-	__noinline int nd_l4_##suffix(ctx_type *ctx, const struct nd_meta *m,              \
-				      const struct nd_l3 *l3, struct nd_l4 *out)           \
-	{                                                                                  \
-		if (!ctx || !m || !l3 || !out)                                             \
-			return 0;                                                          \
-		l4_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, m, l3, out); \
-		return 0;                                                                  \
-	}
-
-ND_DEFINE_STAGES(xdp, struct xdp_md)
-ND_DEFINE_STAGES(skb, struct __sk_buff)
 
 /*
  * Flow records.
@@ -572,7 +560,7 @@ _Static_assert(sizeof(struct nd_seq_slot) == 64, "a sequence entry is one cache 
 _Static_assert(sizeof(struct nd_flow_key) == 44, "flow_hash and key_eq read 5 + 1 words");
 _Static_assert(__builtin_offsetof(struct nd_flow_slot, last_j) == 44, "a hit stays in the first line");
 
-/* What the flow record needs of one packet; global functions take it by pointer. The key
+/* What the flow record needs of one packet; its helpers take it by pointer. The key
  * comes first and 8-byte aligned so that hashing and comparing it take 64-bit words. */
 struct nd_pkt {
 	union {
@@ -705,11 +693,11 @@ static __always_inline __u32 seq_check(__u32 *high, __u8 *valid, const struct nd
 /* The sequence check when the shared entry `e` (NULL: none) is not this flow's: take the
  * entry over if it is free or idle, else use the table's state. Returns the segments to
  * count as seen before. */
-__noinline int nd_seq_slow(const struct nd_pkt *p, struct nd_seq_slot *e)
+static __noinline int nd_seq_slow(const struct nd_pkt *p, struct nd_seq_slot *e)
 {
 	if (!p)
 		return 0;
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = nd_now_ns();
 	__u32 tag = (p->hash >> 32) | 1;
 	__u32 high = 0, r;
 	__u8 valid = 0;
@@ -755,7 +743,7 @@ __noinline int nd_seq_slow(const struct nd_pkt *p, struct nd_seq_slot *e)
 /* Counts a packet in the flow's table entry: the path without the cache. */
 static __always_inline void table_add(const struct nd_pkt *p, __u32 retrans)
 {
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = nd_now_ns();
 	struct nd_flow_stats *fs = table_get(&p->key, now);
 
 	if (!fs)
@@ -825,7 +813,7 @@ static __always_inline void table_merge(const struct nd_flow_slot *old)
 /* A packet whose flow is not in its cache slot `s` (NULL: no slot for this CPU), or, with
  * `flush`, whose slot is its own but would wrap its 32-bit byte count: the slot is then
  * retired (its counts added to the table) and taken afresh for the same flow. */
-__noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans,
+static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans,
 			    __u32 flush)
 {
 	if (!p)
@@ -835,7 +823,7 @@ __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u3
 		return 0;
 	}
 	struct nd_flow_slot old = *s;
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = nd_now_ns();
 	__u32 gen = old.gen_end + 1;
 
 	/* Retire and take the slot under its sequence lock: gen_end, contents, gen_begin. The
@@ -876,7 +864,7 @@ __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u3
 
 /* A cache hit that needs the table entry: a SYN's MSS (the last SYN's is kept, in one
  * place), or the periodic lookup that keeps a busy cached flow young in the LRU. */
-__noinline int nd_flow_touch(struct nd_flow_slot *s, const struct nd_pkt *p)
+static __noinline int nd_flow_touch(struct nd_flow_slot *s, const struct nd_pkt *p)
 {
 	if (!s || !p)
 		return 0;
@@ -951,7 +939,7 @@ static __always_inline void flow_record(struct nd_pkt *p)
 	if (s->last_j != p->now_j) {
 		/* Once a tick: the clock, and the table entry's LRU age. */
 		s->last_j = p->now_j;
-		s->last_ns = bpf_ktime_get_coarse_ns();
+		s->last_ns = nd_now_ns();
 		if (p->now_j - s->touch_j > ND_TOUCH_J && !p->syn_mss)
 			nd_flow_touch(s, p);
 	}
@@ -1218,23 +1206,140 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 	return 1;
 }
 
-/* Every packet fast_account() does not take: the stages, then account(). Global, so that
- * its code and stack stay out of the programs' hot path. */
-__noinline int nd_slow_xdp(struct xdp_md *ctx, struct nd_iface_dir *ifs, const struct nd_meta *m,
-			   struct nd_pkt *p)
-{
-	struct nd_l3 l3 = {};
-	struct nd_l4 l4 = {};
+/* What the stages of the slow path hand each other: the packet's meta and each stage's
+ * results. Global functions take only their context and scalars (pointer arguments need
+ * Linux 5.12, and kernels before 6.2 refuse such a pointer as a map key), so the stages
+ * find their inputs and leave their results here, in this CPU's entry: a program runs to
+ * completion on one CPU, and a slow path fills the entry before it calls the stages.
+ * The flow record stays in the program (one copy of it per program, and the slow path's
+ * stack never adds to the flow record's): the slow path leaves its nd_pkt here too. */
+struct nd_scratch {
+	struct nd_meta m;
+	struct nd_l3 l3;
+	struct nd_l4 l4;
+	struct nd_pkt p; /* the slow path's result, for the program's flow record */
+};
 
-	if (!ctx || !ifs || !m || !p)
-		return 0;
-	nd_l3_xdp(ctx, m, &l3);
-	if (l3.status == ND_OK)
-		nd_l4_xdp(ctx, m, &l3, &l4);
-	return account(ifs, m, &l3, &l4, p);
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nd_scratch);
+} scratch SEC(".maps");
+
+static __always_inline struct nd_scratch *scratch_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
-SEC("xdp.frags")
+/* The stages, once per context type: global (not static) so the verifier checks each on
+ * its own. They read scratch's meta (and l3) and write its l3 (or l4); they return 0. */
+#define ND_DEFINE_STAGES(suffix, ctx_type)                                                  \
+	__noinline int nd_l3_##suffix(ctx_type *ctx)                                       \
+	{                                                                                  \
+		struct nd_scratch *sc = scratch_get();                                     \
+                                                                                           \
+		if (!sc)                                                                   \
+			return 0;                                                          \
+		l3_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &sc->m,     \
+			 &sc->l3);                                                         \
+		return 0;                                                                  \
+	}                                                                                  \
+	__noinline int nd_l4_##suffix(ctx_type *ctx)                                       \
+	{                                                                                  \
+		struct nd_scratch *sc = scratch_get();                                     \
+                                                                                           \
+		if (!sc)                                                                   \
+			return 0;                                                          \
+		l4_parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &sc->m,     \
+			 &sc->l3, &sc->l4);                                                \
+		return 0;                                                                  \
+	}
+
+ND_DEFINE_STAGES(xdp, struct xdp_md)
+ND_DEFINE_STAGES(skb, struct __sk_buff)
+
+/* This packet's meta on XDP: no GSO metadata there. */
+static __always_inline void xdp_meta(struct xdp_md *ctx, __u32 ifindex, __u32 link,
+				     struct nd_meta *m)
+{
+	m->len = nd_xdp_len(ctx);
+	m->xdp = 1;
+	m->ifindex = ifindex;
+	m->gso_segs = 1;
+	m->gso_size = 0;
+	m->dir = ND_DIR_INGRESS;
+	m->link = link;
+}
+
+/* This packet's meta on tc. */
+static __always_inline void skb_meta(struct __sk_buff *skb, __u32 ifindex, __u32 dir,
+				     __u32 link, struct nd_meta *m)
+{
+	/* Read once: each read of a shared-info field is three loads (skb->head + skb->end). */
+	__u32 gso_segs = skb->gso_segs;
+
+	m->len = skb->len;
+	m->xdp = 0;
+	m->ifindex = ifindex;
+	m->gso_segs = gso_segs ? gso_segs : 1;
+	m->gso_size = skb->gso_size;
+	m->dir = dir;
+	m->link = link;
+}
+
+/* The slow path's scratch entry, zeroed but for the meta `m`. */
+static __always_inline struct nd_scratch *scratch_start(const struct nd_meta *m)
+{
+	struct nd_scratch *sc = scratch_get();
+
+	if (!sc)
+		return NULL;
+	sc->m = *m;
+	__builtin_memset(&sc->l3, 0, sizeof(sc->l3));
+	__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
+	return sc;
+}
+
+/* Every packet fast_account() does not take: the stages, then account(). Global, so that
+ * its code and stack stay out of the programs' hot path; it takes only the context (see
+ * struct nd_scratch) and finds the interface's counters again. Returns 1 when the packet
+ * gets a flow record, whose input it left in scratch's nd_pkt. */
+__noinline int nd_slow_xdp(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct nd_iface_dir *ifs = iface_lookup(ifindex, ND_DIR_INGRESS);
+	struct nd_meta m;
+
+	if (!ifs)
+		return 0;
+	xdp_meta(ctx, ifindex, ifs->link, &m);
+	struct nd_scratch *sc = scratch_start(&m);
+
+	if (!sc)
+		return 0;
+	nd_l3_xdp(ctx);
+	if (sc->l3.status == ND_OK)
+		nd_l4_xdp(ctx);
+	return account(ifs, &m, &sc->l3, &sc->l4, &sc->p);
+}
+
+/* Copies the slow path's nd_pkt into `p` when it made one (`made`, its return value). */
+static __always_inline int slow_result(int made, struct nd_pkt *p)
+{
+	struct nd_scratch *sc = made ? scratch_get() : NULL;
+
+	if (!sc)
+		return 0;
+	__builtin_memcpy(p, &sc->p, sizeof(*p));
+	return 1;
+}
+
+/* Section "xdp", not "xdp.frags": libbpf would set BPF_F_XDP_HAS_FRAGS, which kernels
+ * before 5.18 refuse; the agent sets the flag where the kernel accepts it. */
+SEC("xdp")
 int nd_xdp_ingress(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
@@ -1242,61 +1347,59 @@ int nd_xdp_ingress(struct xdp_md *ctx)
 
 	if (!ifs)
 		return XDP_PASS; /* not an interface the agent watches */
-	struct nd_meta m = {
-		.len = bpf_xdp_get_buff_len(ctx),
-		.xdp = 1,
-		.ifindex = ifindex,
-		.gso_segs = 1,
-		.dir = ND_DIR_INGRESS,
-		.link = ifs->link,
-	};
+	struct nd_meta m;
 	struct nd_pkt p;
 
+	xdp_meta(ctx, ifindex, ifs->link, &m);
 	if ((!stages_only &&
 	     fast_account((void *)(long)ctx->data, (void *)(long)ctx->data_end, ifs, &m, &p)) ||
-	    nd_slow_xdp(ctx, ifs, &m, &p))
+	    slow_result(nd_slow_xdp(ctx), &p))
 		flow_record(&p);
 	return XDP_PASS;
 }
 
 /* The stages on an skb, pulling headers into the linear area when they were cut short. */
-static __always_inline void parse_skb_stages(struct __sk_buff *skb, const struct nd_meta *m,
-					     struct nd_l3 *l3, struct nd_l4 *l4)
+static __always_inline void parse_skb_stages(struct __sk_buff *skb, struct nd_scratch *sc)
 {
-	nd_l3_skb(skb, m, l3);
-	if (l3->status == ND_OK)
-		nd_l4_skb(skb, m, l3, l4);
+	nd_l3_skb(skb);
+	if (sc->l3.status == ND_OK)
+		nd_l4_skb(skb);
 
 	/* Headers cut short may only be cut by the linear area (some drivers and tunnels leave
 	 * them in paged fragments). Pulling them in changes nothing about the packet, but costs
 	 * a copy of the header area (TCP's clones included), so only when parsing needs it. */
 	__u32 linear = skb->data_end - skb->data;
 
-	if ((l3->status == ND_TRUNCATED || l4->truncated) && skb->len > linear &&
+	if ((sc->l3.status == ND_TRUNCATED || sc->l4.truncated) && skb->len > linear &&
 	    linear < ND_PULL_LEN) {
 		bpf_skb_pull_data(skb, skb->len < ND_PULL_LEN ? skb->len : ND_PULL_LEN);
 		/* Keeps clang from reusing a ctx offset in a register: the verifier only accepts
 		 * ctx field loads at a constant offset from the unmodified ctx pointer. */
 		barrier_var(skb);
-		__builtin_memset(l3, 0, sizeof(*l3));
-		__builtin_memset(l4, 0, sizeof(*l4));
-		nd_l3_skb(skb, m, l3);
-		if (l3->status == ND_OK)
-			nd_l4_skb(skb, m, l3, l4);
+		__builtin_memset(&sc->l3, 0, sizeof(sc->l3));
+		__builtin_memset(&sc->l4, 0, sizeof(sc->l4));
+		nd_l3_skb(skb);
+		if (sc->l3.status == ND_OK)
+			nd_l4_skb(skb);
 	}
 }
 
 /* The skb counterpart of nd_slow_xdp(). */
-__noinline int nd_slow_skb(struct __sk_buff *skb, struct nd_iface_dir *ifs, const struct nd_meta *m,
-			   struct nd_pkt *p)
+__noinline int nd_slow_skb(struct __sk_buff *skb, __u32 dir)
 {
-	struct nd_l3 l3 = {};
-	struct nd_l4 l4 = {};
+	__u32 ifindex = skb->ifindex;
+	struct nd_iface_dir *ifs = iface_lookup(ifindex, dir);
+	struct nd_meta m;
 
-	if (!skb || !ifs || !m || !p)
+	if (!ifs)
 		return 0;
-	parse_skb_stages(skb, m, &l3, &l4);
-	return account(ifs, m, &l3, &l4, p);
+	skb_meta(skb, ifindex, dir, ifs->link, &m);
+	struct nd_scratch *sc = scratch_start(&m);
+
+	if (!sc)
+		return 0;
+	parse_skb_stages(skb, sc);
+	return account(ifs, &m, &sc->l3, &sc->l4, &sc->p);
 }
 
 static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
@@ -1306,21 +1409,13 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 
 	if (!ifs)
 		return; /* not an interface the agent watches */
-	/* Read once: each read of a shared-info field is three loads (skb->head + skb->end). */
-	__u32 gso_segs = skb->gso_segs;
-	struct nd_meta m = {
-		.len = skb->len,
-		.ifindex = ifindex,
-		.gso_segs = gso_segs ? gso_segs : 1,
-		.gso_size = skb->gso_size,
-		.dir = dir,
-		.link = ifs->link,
-	};
+	struct nd_meta m;
 	struct nd_pkt p;
 
+	skb_meta(skb, ifindex, dir, ifs->link, &m);
 	if ((!stages_only &&
 	     fast_account((void *)(long)skb->data, (void *)(long)skb->data_end, ifs, &m, &p)) ||
-	    nd_slow_skb(skb, ifs, &m, &p))
+	    slow_result(nd_slow_skb(skb, dir), &p))
 		flow_record(&p);
 }
 

@@ -55,6 +55,19 @@ static __always_inline bool foreign(const struct sock *sk)
 	return target_netns && BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) != target_netns;
 }
 
+/* A socket's identity for matching snapshots and timing connections: its cookie where
+ * tracing programs may ask for it (bpf_get_socket_cookie on a socket pointer, Linux 5.12;
+ * the kernel's BTF then has the helper's prototype), else its address, unique among live
+ * sockets (a socket freed and another allocated at the same address between two snapshots
+ * of a window would be taken for one; the cookie has no such case). Decided when the
+ * object loads; the verifier never sees the branch not taken. */
+static __always_inline __u64 sock_id(const struct sock *sk)
+{
+	if (bpf_core_type_exists(btf_bpf_get_socket_ptr_cookie))
+		return bpf_get_socket_cookie((void *)sk);
+	return (__u64)(unsigned long)sk;
+}
+
 /* Keeps the event type in the skeleton's BTF-derived types. */
 struct nd_sock_close nd_sock_close_type = {};
 
@@ -101,7 +114,7 @@ static __always_inline void fill_info(struct tcp_sock *tp, struct nd_sock_info *
 	const struct inet_connection_sock *icsk = &tp->inet_conn;
 
 	fill_key(sk, &info->key);
-	info->cookie = bpf_get_socket_cookie((void *)sk);
+	info->cookie = sock_id(sk);
 	info->state = BPF_CORE_READ(sk, __sk_common.skc_state);
 	info->ifindex = egress_ifindex(sk);
 	info->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
@@ -205,7 +218,7 @@ int BPF_PROG(nd_sock_state, const struct sock *sk, const int oldstate, const int
 {
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP || foreign(sk))
 		return 0;
-	__u64 cookie = bpf_get_socket_cookie((void *)sk);
+	__u64 cookie = sock_id(sk);
 
 	if (newstate == TCP_SYN_SENT || (newstate == TCP_ESTABLISHED && oldstate != TCP_SYN_SENT)) {
 		__u64 now = bpf_ktime_get_ns();

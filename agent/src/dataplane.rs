@@ -183,6 +183,16 @@ impl<'obj> Dataplane<'obj> {
         };
         per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
         per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
+        if crate::features::xdp_frags() {
+            // Multi-buffer XDP: the program sees whole frames, fragments included. Set
+            // here rather than by section "xdp.frags", whose flag kernels before 5.18
+            // refuse; there the program sees each frame's linear part, the whole frame.
+            open.progs
+                .nd_xdp_ingress
+                .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
+        } else {
+            tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
+        }
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
         Ok(Dataplane {
@@ -356,16 +366,24 @@ impl<'obj> Dataplane<'obj> {
             attachments.push(attached);
             ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
         }
+        // What tc really used: links fall back to netlink where the kernel has no tcx.
+        let mut used = method;
         if ingress.is_none() {
-            attachments.push(tc_attach(tc_in_fd, iface, true, method)?);
+            let (a, m) = tc_attach(tc_in_fd, iface, true, method)?;
+            attachments.push(a);
+            used = m;
             ingress = Some("tc".into());
         }
-        attachments.push(tc_attach(tc_out_fd, iface, false, method)?);
+        let (a, m) = tc_attach(tc_out_fd, iface, false, method)?;
+        attachments.push(a);
+        if m == AttachMethod::Netlink {
+            used = m;
+        }
 
         let hooks = Hooks {
             ingress: ingress.unwrap_or_default(),
             egress: "tc".into(),
-            method,
+            method: used,
         };
         self.attached.insert(
             iface.index,
@@ -555,23 +573,29 @@ fn run_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
     (ret == 0).then_some((info.run_cnt, info.run_time_ns))
 }
 
+/// Attaches a tc program by `method`, or by netlink where the kernel has no tcx links;
+/// returns the attachment and the method used.
 fn tc_attach(
     prog: std::os::fd::BorrowedFd<'_>,
     iface: &Interface,
     ingress: bool,
     method: AttachMethod,
-) -> Result<Attachment> {
+) -> Result<(Attachment, AttachMethod)> {
     let hook = if ingress { "tc ingress" } else { "tc egress" };
+    let netlink =
+        |prog| attach::tc_netlink(prog, iface.index, ingress).map(|a| (a, AttachMethod::Netlink));
     let result = match method {
-        AttachMethod::Link => attach::tcx_link(prog, iface.index, ingress).or_else(|e| {
-            if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) {
-                tracing::warn!(iface = %iface.name, "tcx links unavailable ({e}; Linux < 6.6?): using a netlink clsact filter, which a killed netdoctor leaves behind until its next start");
-                attach::tc_netlink(prog, iface.index, ingress)
-            } else {
-                Err(e)
-            }
-        }),
-        AttachMethod::Netlink => attach::tc_netlink(prog, iface.index, ingress),
+        AttachMethod::Link => attach::tcx_link(prog, iface.index, ingress)
+            .map(|a| (a, AttachMethod::Link))
+            .or_else(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) {
+                    tracing::info!(iface = %iface.name, "tcx links unavailable ({e}; Linux < 6.6?): using a netlink clsact filter, which a killed netdoctor leaves behind until its next start");
+                    netlink(prog)
+                } else {
+                    Err(e)
+                }
+            }),
+        AttachMethod::Netlink => netlink(prog),
     };
     result.map_err(|e| Error::attach(hook, &iface.name, e))
 }

@@ -26,6 +26,9 @@ unsafe impl plain::Plain for nd_drop_stats {}
 /// teardown produces some). They are left out of every report.
 pub const NOT_NETWORK_DROPS: [&str; 2] = ["QUEUE_PURGE", "SOCKET_CLOSE"];
 
+/// The reason of every drop on a kernel whose kfree_skb tracepoint reports none.
+pub const NO_REASON: &str = "UNKNOWN";
+
 /// Drops of one (interface, reason, protocol).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DropCount {
@@ -51,6 +54,8 @@ pub struct DropProbe<'obj> {
     netns: u32,
     _link: Link,
     reasons: BTreeMap<u32, String>,
+    /// Whether this kernel reports why it dropped (kfree_skb's `reason`).
+    has_reasons: bool,
 }
 
 impl std::fmt::Debug for DropProbe<'_> {
@@ -67,16 +72,25 @@ impl<'obj> DropProbe<'obj> {
     pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Option<Self>> {
         let kernel = btf::vmlinux().ok_or(Error::NoBtf)?;
         if !btf::has_tracepoint(&kernel, "kfree_skb") {
-            tracing::warn!(
+            tracing::info!(
                 "this kernel lacks the kfree_skb BTF tracepoint; drop reasons are skipped"
             );
             return Ok(None);
         }
-        let reasons = btf::enum_names(&kernel, "skb_drop_reason", "SKB_DROP_REASON_");
-        let skel = DropsSkelBuilder::default()
+        let has_reasons = btf::tracepoint_args(&kernel, "kfree_skb").unwrap_or(2) >= 3;
+        let reasons = if has_reasons {
+            btf::enum_names(&kernel, "skb_drop_reason", "SKB_DROP_REASON_")
+        } else {
+            tracing::info!("this kernel's kfree_skb tracepoint reports no drop reason (Linux < 5.17): drops are counted without reasons");
+            BTreeMap::new()
+        };
+        let mut open = DropsSkelBuilder::default()
             .open(storage)
-            .and_then(|open| open.load())
             .map_err(Error::from_load)?;
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.kfree_skb_has_reason = has_reasons;
+        }
+        let skel = open.load().map_err(Error::from_load)?;
         let link = skel.progs.nd_kfree_skb.attach().map_err(|e| {
             Error::attach(
                 "tp_btf/kfree_skb",
@@ -89,6 +103,7 @@ impl<'obj> DropProbe<'obj> {
             netns: crate::sysctl::current_netns().unwrap_or(0),
             _link: link,
             reasons,
+            has_reasons,
         }))
     }
 
@@ -146,8 +161,17 @@ impl<'obj> DropProbe<'obj> {
             .map_or(0, |b| b.drops_overflow)
     }
 
+    /// Whether drops come with the kernel's reason (Linux 5.17's kfree_skb `reason`);
+    /// without it every drop is counted under [`NO_REASON`].
+    pub fn has_reasons(&self) -> bool {
+        self.has_reasons
+    }
+
     /// The name of a reason code on this kernel.
     pub fn reason_name(&self, code: u32) -> String {
+        if !self.has_reasons {
+            return NO_REASON.into();
+        }
         self.reasons
             .get(&code)
             .cloned()

@@ -16,6 +16,7 @@ pub mod drops;
 pub mod duration;
 pub mod error;
 pub mod facts;
+pub mod features;
 pub mod findings;
 pub mod flow_cache;
 pub mod flows;

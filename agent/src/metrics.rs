@@ -54,6 +54,7 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_finding_active", "Active findings (always 1).", GAUGE, &["id", "severity", "interface"]),
     ("netdoctor_build_info", "netdoctor version (always 1).", GAUGE, &["version"]),
     ("netdoctor_bpf_programs_attached", "BPF programs attached to interfaces.", GAUGE, &[]),
+    ("netdoctor_bpf_program_loaded", "Whether the BPF program loaded on this kernel (1) or its signal is missing (0).", GAUGE, &["program"]),
     ("netdoctor_attach_failures_total", "Attempts to attach to an interface that failed.", COUNTER, &[]),
     ("netdoctor_bpf_map_fill_ratio", "Entries in a BPF map over its capacity.", GAUGE, &["map"]),
     ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
@@ -328,6 +329,13 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
         &[],
         shared.attach_failures.load(Ordering::Relaxed) as f64,
     );
+    for (program, loaded) in &h.programs_loaded {
+        out.put(
+            "netdoctor_bpf_program_loaded",
+            &[program],
+            f64::from(u8::from(*loaded)),
+        );
+    }
     for (map, fill) in &h.map_fill {
         out.put("netdoctor_bpf_map_fill_ratio", &[map], *fill);
     }

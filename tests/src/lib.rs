@@ -37,6 +37,7 @@ pub mod cmd;
 pub mod diagnosis;
 pub mod grafana;
 mod ids;
+pub mod kernel_lane;
 pub mod loss;
 pub mod netdoctor;
 pub mod netns;

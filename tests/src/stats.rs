@@ -121,6 +121,25 @@ pub fn parse_proc_counters(text: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// The CPU model (`model name` in /proc/cpuinfo), "?" when unknown: benchmarks print it
+/// beside their figures, with the kernel ([`kernel_release`]).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, m)| m.trim().to_owned())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The running kernel's release (`uname -r`), "?" when unknown.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -391,6 +391,12 @@ fn objects_under_iperf3() -> Result<()> {
     }
     let floor = &per_run[n - 1];
     println!(
+        "machine: kernel {} | CPU {} | {} cores",
+        netdoctor_lab::stats::kernel_release(),
+        netdoctor_lab::stats::cpu_model(),
+        std::thread::available_parallelism().map_or(0, usize::from)
+    );
+    println!(
         "floor: tc in {:.1} ns/run, tc out {:.1} ns/run",
         median(floor[0].clone()),
         median(floor[1].clone())

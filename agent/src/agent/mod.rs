@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::dataplane::{Dataplane, Options};
 use crate::rules::RuleSet;
+use crate::sockets::SocketProbes;
 use crate::store::{Retention, Store};
 use config::Config;
 use state::Shared;
@@ -108,20 +109,44 @@ async fn spawn_monitor(
                 let mut dp_storage = MaybeUninit::uninit();
                 let mut sock_storage = MaybeUninit::uninit();
                 let mut drop_storage = MaybeUninit::uninit();
-                let loaded = (|| {
-                    let dp = Dataplane::load(&mut dp_storage, dataplane)?;
+                let loaded = {
                     let mut notes = Vec::new();
+                    // Every program is optional: without the data plane the agent still
+                    // serves configuration, sockets and drops.
+                    let dp = match Dataplane::load(&mut dp_storage, dataplane) {
+                        Ok(dp) => Some(dp),
+                        Err(e) => {
+                            crate::diagnose::note(&mut notes, format!("packet data plane unavailable ({e}): traffic counters, flows and measured overhead are not observed"));
+                            None
+                        }
+                    };
+                    let packet = dp.is_some();
                     let (sockets, drops) = crate::diagnose::load_probes(
                         &mut sock_storage,
                         &mut drop_storage,
                         &mut notes,
                     );
-                    for n in &notes {
-                        tracing::warn!("{n}");
-                    }
-                    shared.view_mut().health.notes = notes;
+                    let sig = sockets
+                        .as_ref()
+                        .map(SocketProbes::signals)
+                        .unwrap_or_default();
+                    let mut view = shared.view_mut();
+                    view.health.notes = notes;
+                    view.health.programs_loaded = [
+                        ("nd_tc_ingress", packet),
+                        ("nd_tc_egress", packet),
+                        ("nd_xdp_ingress", packet),
+                        ("nd_iter_tcp", sig.snapshots),
+                        ("nd_tcp_retransmit", sig.retransmits),
+                        ("nd_sock_state", sig.lifecycle),
+                        ("nd_kfree_skb", drops.is_some()),
+                    ]
+                    .into_iter()
+                    .map(|(p, l)| (p.to_owned(), l))
+                    .collect();
+                    drop(view);
                     monitor::Monitor::new(shared.clone(), rules, dp, sockets, drops)
-                })();
+                };
                 match loaded {
                     Ok(monitor) => {
                         let _ = loaded_tx.send(Ok(()));

@@ -140,6 +140,8 @@ pub struct Health {
     pub map_fill: BTreeMap<String, f64>,
     /// Per program: (run count, run time ns).
     pub program_stats: BTreeMap<String, (u64, u64)>,
+    /// Every BPF program netdoctor has, and whether it loaded on this kernel.
+    pub programs_loaded: BTreeMap<String, bool>,
     /// End of the last evaluation, ms since the epoch.
     pub last_evaluation_ms: i64,
     /// Signals unavailable on this kernel, said once at start.

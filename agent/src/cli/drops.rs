@@ -20,6 +20,9 @@ pub struct DropsReport {
     pub drops: Vec<NamedDrop>,
     /// Drops that did not fit the kernel table (counted, not classified).
     pub unclassified: u64,
+    /// Whether this kernel reports drop reasons (Linux 5.17's kfree_skb `reason`); when
+    /// false every drop's reason is `UNKNOWN`.
+    pub reasons: bool,
 }
 
 /// A drop count with its interface's name.
@@ -54,6 +57,9 @@ pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
             "this kernel has no kfree_skb BTF tracepoint (Linux >= 5.17 needed for drop reasons)"
         );
     };
+    if !probe.has_reasons() {
+        eprintln!("netdoctor: this kernel's kfree_skb tracepoint reports no drop reason (Linux < 5.17): drops are counted with reason {}", drops::NO_REASON);
+    }
     eprintln!(
         "netdoctor: counting kernel drops{} for {}; Ctrl-C stops early",
         args.interface
@@ -81,6 +87,7 @@ pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
             })
             .collect(),
         unclassified: probe.overflow().saturating_sub(overflow_before),
+        reasons: probe.has_reasons(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

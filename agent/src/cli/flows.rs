@@ -107,7 +107,12 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     let hooks = dp.attach(&iface)?;
     let mut socket_storage = MaybeUninit::uninit();
     let probes = match SocketProbes::load(&mut socket_storage) {
-        Ok(p) => Some(p),
+        Ok(p) => {
+            for what in p.signals().missing() {
+                tracing::warn!("{what} on this kernel");
+            }
+            Some(p)
+        }
         Err(e) => {
             tracing::warn!("socket telemetry unavailable ({e}); reporting packets only");
             None

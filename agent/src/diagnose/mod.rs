@@ -4,7 +4,10 @@
 
 pub(crate) mod collect;
 pub(crate) mod handshake;
+mod signals;
 pub(crate) mod tunnel;
+
+pub(crate) use signals::{missing_facts, note};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -18,7 +21,7 @@ use crate::facts::{link, Facts};
 use crate::findings::{self, Finding, Severity};
 use crate::iface;
 use crate::probe::{self, ProbeOptions, ProbeResult};
-use crate::rules::{self, RuleSet};
+use crate::rules::{self, NotEvaluated, RuleSet};
 use crate::sockets::window::Baseline;
 use crate::sockets::SocketProbes;
 
@@ -48,6 +51,9 @@ pub struct Report {
     pub facts: Facts,
     /// Findings, most severe first.
     pub findings: Vec<Finding>,
+    /// Rules that could not be decided because facts they read are missing (a BPF program
+    /// or hook this kernel lacks), with those facts named. Never counted as passed.
+    pub not_evaluated: Vec<NotEvaluated>,
     /// Signals that were unavailable and what that means for the findings.
     pub notes: Vec<String>,
 }
@@ -73,24 +79,38 @@ pub(crate) fn load_probes<'obj>(
     notes: &mut Vec<String>,
 ) -> (Option<SocketProbes<'obj>>, Option<DropProbe<'obj>>) {
     let sockets = match SocketProbes::load(sock_storage) {
-        Ok(s) => Some(s),
+        Ok(s) => {
+            for what in s.signals().missing() {
+                signals::note(notes, format!("{what} on this kernel"));
+            }
+            Some(s)
+        }
         Err(e) => {
-            notes.push(format!(
-                "socket telemetry unavailable ({e}): flow findings are based on packets only"
-            ));
+            signals::note(
+                notes,
+                format!(
+                    "socket telemetry unavailable ({e}): flow findings are based on packets only"
+                ),
+            );
             None
         }
     };
     let drops = match DropProbe::load(drop_storage) {
-        Ok(Some(d)) => Some(d),
+        Ok(Some(d)) => {
+            if !d.has_reasons() {
+                signals::note(notes, "drop reasons unavailable: this kernel's kfree_skb tracepoint reports no reason (Linux < 5.17); drops are counted without reasons".into());
+            }
+            Some(d)
+        }
         Ok(None) => {
-            notes.push(
+            signals::note(
+                notes,
                 "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
             );
             None
         }
         Err(e) => {
-            notes.push(format!("drop reasons unavailable: {e}"));
+            signals::note(notes, format!("drop reasons unavailable: {e}"));
             None
         }
     };
@@ -128,22 +148,14 @@ pub async fn diagnose(
         }
     }
     let mut dp_storage = MaybeUninit::uninit();
-    let mut dp = Dataplane::load(&mut dp_storage, dp_options)?;
-    dp.attach(&me)?;
-    for u in underlay.watch.iter().filter(|u| u.index != me.index) {
-        if let Err(e) = dp.attach(u) {
-            notes.push(format!(
-                "could not watch the underlay candidate {}: {e}",
-                u.name
-            ));
-        }
-    }
+    let dp = signals::packet_dataplane(&mut dp_storage, dp_options, &me, &underlay, &mut notes);
     let mut sock_storage = MaybeUninit::uninit();
     let mut drop_storage = MaybeUninit::uninit();
     let (sockets, drops) = load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
+    let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
 
     let start = collect::Snapshot::take(&tun, drops.as_ref())?;
-    let dp_start = dp.snapshot()?;
+    let dp_start = dp.as_ref().map(Dataplane::snapshot).transpose()?;
     let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
     progress.step(&format!(
         "observing {} ({}, MTU {}) for {}",
@@ -171,7 +183,10 @@ pub async fn diagnose(
     }
     // The data plane's window closes before the peers' state is read, so a handshake
     // response it counted is already in that state.
-    let window = dp.snapshot()?.since(&dp_start);
+    let window = match (&dp, &dp_start) {
+        (Some(dp), Some(start)) => dp.snapshot()?.since(start),
+        _ => crate::dataplane::Snapshot::default(),
+    };
     drop(dp);
     let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
     let socket_rows = match (&sockets, &baseline) {
@@ -215,13 +230,21 @@ pub async fn diagnose(
         notes.push("path-MTU probe skipped (--no-probe)".into());
     }
 
-    let findings = rules::evaluate(&rules, &facts.to_json());
+    let evaluation = rules::evaluate_partial(&rules, &facts.to_json(), &missing);
+    for n in &evaluation.not_evaluated {
+        notes.push(format!(
+            "rule {} not evaluated: missing {}",
+            n.rule,
+            n.missing.join(", ")
+        ));
+    }
     Ok(Report {
         interface: me.name.clone(),
         kind: me.kind.to_string(),
         duration_s: elapsed.as_secs_f64(),
         facts,
-        findings,
+        findings: evaluation.findings,
+        not_evaluated: evaluation.not_evaluated,
         notes,
     })
 }

@@ -101,22 +101,29 @@ pub(super) fn to_cel(value: &serde_json::Value) -> Result<Value, String> {
 }
 
 fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> {
-    let holds = match rule
+    if !holds(rule, ctx)? {
+        return Ok(None);
+    }
+    finding(rule, ctx).map(Some)
+}
+
+/// Whether the rule's condition holds in `ctx`.
+pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>) -> Result<bool, String> {
+    match rule
         .condition
         .execute(ctx)
         .map_err(|e| format!("condition: {e}"))?
     {
-        Value::Bool(b) => b,
-        other => {
-            return Err(format!(
-                "condition must be true or false, got {}",
-                display(&other)
-            ))
-        }
-    };
-    if !holds {
-        return Ok(None);
+        Value::Bool(b) => Ok(b),
+        other => Err(format!(
+            "condition must be true or false, got {}",
+            display(&other)
+        )),
     }
+}
+
+/// The finding of a rule whose condition holds: evidence and templates read `ctx`.
+pub(super) fn finding(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Finding, String> {
     let mut evidence = BTreeMap::new();
     for (name, program) in &rule.evidence {
         let value = program
@@ -125,7 +132,7 @@ fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> 
         let json = value.json().map_err(|e| format!("evidence.{name}: {e}"))?;
         evidence.insert(name.clone(), json);
     }
-    Ok(Some(Finding {
+    Ok(Finding {
         id: rule.id.clone(),
         severity: rule.severity,
         summary: rule.summary.render(ctx)?,
@@ -133,5 +140,5 @@ fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> 
         fix: rule.fix.render(ctx)?,
         reference: rule.reference.clone(),
         subject: rule.subject.as_ref().map(|s| s.render(ctx)).transpose()?,
-    }))
+    })
 }

@@ -6,10 +6,12 @@
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
 
 mod engine;
+mod partial;
 mod rule;
 mod template;
 
 pub use engine::evaluate;
+pub use partial::{evaluate_partial, Evaluation, NotEvaluated};
 pub use rule::{Rule, RuleError, RuleSet, Scope};
 
 #[cfg(test)]

@@ -230,3 +230,72 @@ fn user_rules_override_and_extend() {
     assert_eq!(found, vec!["wg0 is below 1500".to_owned()]);
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
+
+/// Facts a kernel without the packet data plane or drop reasons cannot give: the MTU rule
+/// (configuration only) still fires; rules that need the missing facts are listed as not
+/// evaluated with those facts named, not passed; rules decided before reaching them count.
+#[test]
+fn missing_facts_leave_rules_not_evaluated() {
+    use crate::rules::evaluate_partial;
+    let mut f = healthy();
+    f.iface.mtu = 1500; // over a 1500 underlay: critical from configuration alone
+    f.host.ip_forward = false; // forwarding.disabled then needs drops.forwarding
+    let missing: Vec<String> = [
+        "traffic",
+        "drops.forwarding",
+        "drops.rpfilter",
+        "peer.initiations_sent",
+        "peer.responses_received",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rules = RuleSet::builtin().expect("built-in rules");
+    let e = evaluate_partial(&rules, &f.to_json(), &missing);
+    let found: Vec<&str> = e.findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(found, ["mtu.tunnel_exceeds_underlay"], "{e:?}");
+    let not: Vec<(&str, Vec<String>)> = e
+        .not_evaluated
+        .iter()
+        .map(|n| (n.rule.as_str(), n.missing.clone()))
+        .collect();
+    assert!(
+        not.contains(&("forwarding.disabled", vec!["drops.forwarding".to_owned()])),
+        "{not:?}"
+    );
+    assert!(
+        not.contains(&("rpfilter.drops", vec!["drops.rpfilter".to_owned()])),
+        "{not:?}"
+    );
+    // Reads traffic.* in its first alternative.
+    assert!(
+        not.iter().any(|(r, _)| *r == "tcp.high_retransmits"),
+        "{not:?}"
+    );
+    // Decided from configuration: the peer's handshake is fresh and it got traffic, so the
+    // first alternative is false and the second needs the data plane.
+    assert!(
+        not.iter().any(|(r, m)| *r == "wireguard.handshake_stale"
+            && m.contains(&"peer.initiations_sent".to_owned())),
+        "{not:?}"
+    );
+    // With forwarding on, forwarding.disabled is decided (false) without drop reasons.
+    f.host.ip_forward = true;
+    let e = evaluate_partial(&rules, &f.to_json(), &missing);
+    assert!(
+        !e.not_evaluated
+            .iter()
+            .any(|n| n.rule == "forwarding.disabled"),
+        "{:?}",
+        e.not_evaluated
+    );
+    // Nothing missing: the same as evaluate().
+    let all = evaluate_partial(&rules, &f.to_json(), &[]);
+    assert!(all.not_evaluated.is_empty());
+    assert_eq!(
+        all.findings.iter().map(|f| &f.id).collect::<Vec<_>>(),
+        evaluate(&rules, &f.to_json())
+            .iter()
+            .map(|f| &f.id)
+            .collect::<Vec<_>>()
+    );
+}

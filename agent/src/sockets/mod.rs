@@ -46,6 +46,21 @@ pub struct Signals {
     pub lifecycle: bool,
 }
 
+impl Signals {
+    /// What each missing signal costs, one line each (empty when all are live).
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (self.snapshots, "socket snapshots (iter/tcp) unavailable: per-connection congestion control, RTT and retransmissions are not observed"),
+            (self.retransmits, "retransmission tracepoint (tcp_retransmit_skb) unavailable: full-size and short retransmissions are not told apart"),
+            (self.lifecycle, "close events (inet_sock_set_state) unavailable: connections shorter than the window are missed"),
+        ]
+        .into_iter()
+        .filter(|(live, _)| !live)
+        .map(|(_, what)| what)
+        .collect()
+    }
+}
+
 /// The loaded socket programs. Dropping it detaches them.
 pub struct SocketProbes<'obj> {
     skel: SocketsSkel<'obj>,
@@ -108,7 +123,8 @@ impl<'obj> SocketProbes<'obj> {
             ),
         ] {
             if !available {
-                tracing::warn!("this kernel lacks {what}; that signal is skipped");
+                // The caller names the lost signal (diagnose: a note and one warning).
+                tracing::info!("this kernel lacks {what}; that signal is skipped");
             }
         }
         let skel = open.load().map_err(Error::from_load)?;

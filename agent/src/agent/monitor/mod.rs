@@ -64,7 +64,11 @@ pub struct Monitor<'obj> {
     shared: Arc<Shared>,
     selector: Selector,
     rules: RuleSet,
-    dp: Dataplane<'obj>,
+    /// The packet data plane; `None` when it cannot load here (the rules that need it are
+    /// then not evaluated, see `missing`).
+    dp: Option<Dataplane<'obj>>,
+    /// Facts this kernel cannot give (see `diagnose::signals`).
+    missing: Vec<String>,
     sockets: Option<SocketProbes<'obj>>,
     drops: Option<DropProbe<'obj>>,
     watched: HashMap<u32, Watched>,
@@ -101,7 +105,7 @@ impl<'obj> Monitor<'obj> {
     pub fn new(
         shared: Arc<Shared>,
         rules: RuleSet,
-        dp: Dataplane<'obj>,
+        dp: Option<Dataplane<'obj>>,
         sockets: Option<SocketProbes<'obj>>,
         drops: Option<DropProbe<'obj>>,
     ) -> anyhow::Result<Self> {
@@ -113,11 +117,14 @@ impl<'obj> Monitor<'obj> {
             .transpose()?
             .unwrap_or_default();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
+        let missing =
+            crate::diagnose::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
         Ok(Monitor {
             shared,
             selector,
             rules,
             dp,
+            missing,
             sockets,
             drops,
             watched: HashMap::new(),
@@ -135,6 +142,16 @@ impl<'obj> Monitor<'obj> {
         })
     }
 
+    /// What the data plane counted so far (nothing without one).
+    fn dp_snapshot(&self) -> crate::Result<dataplane::Snapshot> {
+        Ok(self
+            .dp
+            .as_ref()
+            .map(Dataplane::snapshot)
+            .transpose()?
+            .unwrap_or_default())
+    }
+
     /// Runs until `shutdown` turns true; then detaches everything (dropping the programs'
     /// links) and returns.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
@@ -150,7 +167,7 @@ impl<'obj> Monitor<'obj> {
             }
         };
         self.reconcile().await;
-        self.prev_dp = self.dp.snapshot()?;
+        self.prev_dp = self.dp_snapshot()?;
         self.window_start = Instant::now();
 
         let interval = self.shared.config.interval;
@@ -220,7 +237,9 @@ impl<'obj> Monitor<'obj> {
             .collect();
         for idx in gone {
             if let Some(w) = self.watched.remove(&idx) {
-                self.dp.detach(idx);
+                if let Some(dp) = &mut self.dp {
+                    dp.detach(idx);
+                }
                 tracing::info!(iface = %w.iface.name, "interface gone; forgotten");
                 if w.role == Role::Selected && !all.iter().any(|i| i.name == w.iface.name) {
                     if let Err(e) = self.shared.store.resolve_interface(&w.iface.name, now_ms()) {
@@ -244,7 +263,8 @@ impl<'obj> Monitor<'obj> {
             match self.watched.get_mut(&i.index) {
                 Some(w) => {
                     if w.iface.mtu != i.mtu {
-                        if let Err(e) = self.dp.watch(i.index, i.mtu, i.link) {
+                        let watched = self.dp.as_ref().map(|dp| dp.watch(i.index, i.mtu, i.link));
+                        if let Some(Err(e)) = watched {
                             tracing::warn!(iface = %i.name, "updating the MTU: {e}");
                         }
                     }
@@ -259,7 +279,9 @@ impl<'obj> Monitor<'obj> {
                     {
                         continue;
                     }
-                    match self.dp.attach(i) {
+                    // Without a data plane an interface is still watched: configuration,
+                    // sockets and drops.
+                    match self.dp.as_mut().map(|dp| dp.attach(i)).transpose() {
                         Ok(_) => {
                             self.refused.remove(&i.index);
                             self.watched.insert(
@@ -310,7 +332,7 @@ impl<'obj> Monitor<'obj> {
             entry.mtu = i.mtu;
             entry.up = i.up;
             entry.watched = w.is_some_and(|w| w.role == Role::Selected);
-            entry.hooks = self.dp.hooks(i.index).cloned();
+            entry.hooks = self.dp.as_ref().and_then(|dp| dp.hooks(i.index)).cloned();
             if !entry.watched {
                 entry.facts = None;
                 entry.worst_severity = None;
@@ -321,7 +343,7 @@ impl<'obj> Monitor<'obj> {
         view.health.programs_attached = self
             .watched
             .keys()
-            .filter_map(|idx| self.dp.hooks(*idx))
+            .filter_map(|idx| self.dp.as_ref().and_then(|dp| dp.hooks(*idx)))
             .count() as u64
             * 2;
     }

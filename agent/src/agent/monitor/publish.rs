@@ -32,8 +32,13 @@ impl Monitor<'_> {
             .collect();
         let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
         // The snapshot already holds every flow: its length is the table's fill.
-        let (fill, capacity) = (dp_now.flows.len(), self.dp.flow_table_capacity());
-        let program_stats = self.dp.program_stats();
+        let capacity = self.dp.as_ref().map_or(0, |dp| dp.flow_table_capacity());
+        let fill = dp_now.flows.len();
+        let program_stats = self
+            .dp
+            .as_ref()
+            .map(|dp| dp.program_stats())
+            .unwrap_or_default();
 
         let mut view = self.shared.view_mut();
         for (idx, counters) in &dp_now.counters {

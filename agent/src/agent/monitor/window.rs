@@ -27,7 +27,7 @@ impl Monitor<'_> {
         let secs = elapsed.as_secs_f64();
         let now = now_ms();
 
-        let dp_now = self.dp.snapshot()?;
+        let dp_now = self.dp_snapshot()?;
         let window = dp_now.since(&self.prev_dp);
         let rows: Option<Vec<SocketRow>> = match (&self.sockets, &self.baseline) {
             (Some(s), Some(b)) => {
@@ -119,7 +119,11 @@ impl Monitor<'_> {
             tracing::debug!(iface = %me.name, "{note}");
         }
         if let Some(tp) = tun.port_to_recognise() {
-            match self.dp.add_tunnel_port(tp) {
+            match self
+                .dp
+                .as_mut()
+                .map_or(Ok(false), |dp| dp.add_tunnel_port(tp))
+            {
                 Ok(true) => {
                     tracing::info!(iface = %me.name, port = tp.port, encap = ?tp.encap, "recognising the tunnel's UDP port on the underlay")
                 }
@@ -158,7 +162,7 @@ impl Monitor<'_> {
         }
         self.maybe_probe(me, &facts, &underlay, tun.kind.is_some());
 
-        let found = rules::evaluate(&self.rules, &facts.to_json());
+        let found = rules::evaluate_partial(&self.rules, &facts.to_json(), &self.missing).findings;
         let transitions = self.shared.store.record(&me.name, now, &found)?;
         for k in &transitions.opened {
             tracing::info!(iface = %me.name, finding = %k.id, "finding opened");

@@ -2047,13 +2047,7 @@ fn read_trim(path: &str) -> String {
 }
 
 fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|rest| rest.split_once(':'))
-        .map(|(_, m)| m.trim().to_owned())
-        .unwrap_or_else(|| "?".into());
+    let cpu = netdoctor_lab::stats::cpu_model();
     let cores = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(0);
@@ -2061,7 +2055,7 @@ fn machine() -> Machine {
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "?".into());
     Machine {
-        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        kernel: netdoctor_lab::stats::kernel_release(),
         cpu,
         cores,
         date,

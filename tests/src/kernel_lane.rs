@@ -1,0 +1,272 @@
+//! The kernel lane: runs `tests/vm/cases.sh` on Debian's kernels in virtme-ng guests (qemu
+//! TCG: nested KVM hangs on CI's kind of machine) and on the host, and reads back what each
+//! case left. `.ci/vm-setup` installs virtme-ng and caches the kernels; the assertions are
+//! in `tests/tests/kernel_matrix.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+/// The kernels the lane boots, by the name `.ci/vm-setup` caches them under.
+pub const KERNELS: [&str; 3] = ["5.10", "6.1", "6.12"];
+
+/// A guest that has not finished after this long is killed (its case files say how far
+/// it got). Under TCG a kernel's whole run takes 2-4 minutes here.
+const GUEST_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The kernels to boot: [`KERNELS`], or those of them `ND_LANE_KERNELS` lists
+/// (comma-separated, e.g. `5.10,6.1`) for a quicker look at one kernel. CI always boots
+/// them all.
+pub fn selected() -> Vec<&'static str> {
+    match std::env::var("ND_LANE_KERNELS") {
+        Ok(list) if !crate::ci::is_ci() => KERNELS
+            .into_iter()
+            .filter(|k| list.split(',').any(|x| x.trim() == *k))
+            .collect(),
+        _ => KERNELS.to_vec(),
+    }
+}
+
+/// Where `.ci/vm-setup` put virtme-ng and the kernels.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ND_VM_CACHE")
+        .map_or_else(|| PathBuf::from("/var/cache/netdoctor-vm"), PathBuf::from)
+}
+
+/// What the lane needs that is missing (virtme-ng, qemu, a cached kernel), if anything.
+pub fn missing_tools() -> Option<String> {
+    let cache = cache_dir();
+    let vng = cache.join("venv/bin/vng");
+    if !vng.is_file() {
+        return Some(format!("{} (run `bash .ci/vm-setup`)", vng.display()));
+    }
+    if which("qemu-system-x86_64").is_none() {
+        return Some("qemu-system-x86_64 (Debian package qemu-system-x86)".into());
+    }
+    for k in KERNELS {
+        let image = cache.join("kernels").join(k).join("vmlinuz");
+        if !image.is_file() {
+            return Some(format!(
+                "kernel {k} at {} (run `bash .ci/vm-setup`)",
+                image.display()
+            ));
+        }
+    }
+    None
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The guest-side script.
+pub fn cases_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("vm/cases.sh")
+}
+
+/// One kernel's run: the directory its cases wrote and how long it took.
+#[derive(Debug)]
+pub struct Run {
+    /// "5.10", "6.1", "6.12" or "host".
+    pub name: String,
+    /// The case files (see `tests/vm/cases.sh`).
+    pub dir: PathBuf,
+    /// Wall time of the boot and every case.
+    pub elapsed: Duration,
+    /// What went wrong running the guest itself (not the cases), if anything.
+    pub error: Option<String>,
+}
+
+impl Run {
+    /// Case file `name` as text ("" when missing).
+    pub fn text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// Case file `name` as JSON.
+    pub fn json(&self, name: &str) -> Result<Value> {
+        let text = self.text(name);
+        serde_json::from_str(&text).with_context(|| format!("{name} is not JSON: {text:.300}"))
+    }
+
+    /// Exit code of case `case` (-1 when it did not finish).
+    pub fn rc(&self, case: &str) -> i32 {
+        self.text(&format!("{case}.rc"))
+            .trim()
+            .parse()
+            .unwrap_or(-1)
+    }
+
+    /// The kernel the cases ran on (`uname -r`).
+    pub fn kernel(&self) -> String {
+        self.text("kernel").trim().to_owned()
+    }
+
+    /// What a failing case shows: its exit code, the end of its stderr (netdoctor runs with
+    /// -v, so a verifier's log is there) and its output.
+    pub fn evidence(&self, case: &str) -> String {
+        let tail = |name: &str, lines: usize| {
+            let text = self.text(name);
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        };
+        format!(
+            "--- {case}.rc: {}\n--- {case}.err (last 80 lines):\n{}\n--- {case}.out (last 60 lines):\n{}",
+            self.rc(case),
+            tail(&format!("{case}.err"), 80),
+            tail(&format!("{case}.out"), 60)
+        )
+    }
+}
+
+/// Runs the cases on the host, in `dir`.
+pub fn run_host(netdoctor: &Path, dir: &Path) -> Run {
+    let started = Instant::now();
+    let status = Command::new("sh")
+        .arg(cases_script())
+        .arg(netdoctor)
+        .arg(dir)
+        .arg(format!("h{}", std::process::id() % 10000))
+        .stdin(Stdio::null())
+        .status();
+    Run {
+        name: "host".into(),
+        dir: dir.to_owned(),
+        elapsed: started.elapsed(),
+        error: match status {
+            Ok(s) if s.success() => None,
+            Ok(s) => Some(format!("cases.sh exited with {s}")),
+            Err(e) => Some(format!("cannot run cases.sh: {e}")),
+        },
+    }
+}
+
+/// Boots kernel `name` once and runs every case in it, writing into `dir` (shared with the
+/// guest read-write; the rest of the host's filesystem is shared read-only).
+pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
+    let cache = cache_dir();
+    let image = cache.join("kernels").join(name).join("vmlinuz");
+    let script = format!(
+        "sh {} {} {} g",
+        cases_script().display(),
+        netdoctor.display(),
+        dir.display()
+    );
+    let log = std::fs::File::create(dir.join("vng.log"))?;
+    let path = format!(
+        "{}:{}",
+        cache.join("venv/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let mut child = Command::new(cache.join("venv/bin/vng"))
+        .env("PATH", path)
+        .arg("--run")
+        .arg(&image)
+        .args([
+            "--user",
+            "root",
+            "--disable-kvm",
+            "--cpus",
+            "2",
+            "--memory",
+            "2G",
+        ])
+        .arg(format!("--rwdir={}", dir.display()))
+        .arg("--")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting vng")?;
+    let error = loop {
+        if let Some(status) = child.try_wait()? {
+            // virtme-ng's own exit code is not the script's; `done` says the cases ran.
+            break (!dir.join("done").exists())
+                .then(|| format!("the guest stopped before the cases finished (vng: {status})"));
+        }
+        if started.elapsed() > GUEST_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break Some(format!(
+                "the guest ran over {GUEST_TIMEOUT:?} and was killed"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    if !dir.join("kernel").exists() && error.is_some() {
+        let log = std::fs::read_to_string(dir.join("vng.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        bail!(
+            "kernel {name}: the guest never ran the cases; vng's last lines:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(Run {
+        name: name.to_owned(),
+        dir: dir.to_owned(),
+        elapsed: started.elapsed(),
+        error,
+    })
+}
+
+/// The kernel table's header (docs/kernels.md and the README copy the table).
+pub const TABLE_HEADER: &str = "| kernel | packet data plane | tc attached by | XDP | socket telemetry | close events | drop reasons | kernel WireGuard MTU finding |\n|---|---|---|---|---|---|---|---|\n";
+
+/// The signals one kernel gave, as its checks proved them: one row of the kernel table.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// tc counters equal to `ip -s link`.
+    pub dataplane: bool,
+    /// How tc was attached: "link" (tcx) or "netlink".
+    pub tc: String,
+    /// Generic XDP counted exactly.
+    pub xdp: bool,
+    /// Congestion control and retransmissions per connection.
+    pub sockets: bool,
+    /// A short connection caught at close.
+    pub close_events: bool,
+    /// Drop reasons reported (None: not checked).
+    pub drop_reasons: Option<bool>,
+    /// The kernel WireGuard MTU finding (None: no kernel WireGuard here).
+    pub wireguard_mtu: Option<bool>,
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+impl Signals {
+    /// The table row of `run`.
+    pub fn row(&self, run: &Run) -> String {
+        let opt = |o: Option<bool>| o.map_or("n/a", yes);
+        format!(
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} |",
+            run.name,
+            run.kernel(),
+            yes(self.dataplane),
+            if self.tc == "link" {
+                "tcx"
+            } else {
+                self.tc.as_str()
+            },
+            yes(self.xdp),
+            yes(self.sockets),
+            yes(self.close_events),
+            opt(self.drop_reasons),
+            opt(self.wireguard_mtu),
+        )
+    }
+}

@@ -1,0 +1,188 @@
+#!/bin/sh
+# The kernel lane's cases, run once per kernel: inside a virtme-ng guest booted on that kernel
+# (tests/tests/kernel_matrix.rs), or on the host. It only drives the built binary and records
+# what happened; every assertion lives in kernel_matrix.rs, which reads the files this writes.
+#
+# Usage: cases.sh NETDOCTOR OUTDIR TAG
+#   NETDOCTOR  the built binary; OUTDIR a writable directory for the results;
+#   TAG        a short suffix that makes namespace and interface names unique on the host.
+# Per case CASE: CASE.out (stdout, JSON), CASE.err (stderr, -v), CASE.rc (exit code), and
+# case-specific files. `kernel` holds `uname -r`, `done` marks a complete run.
+set -u
+ND=$1
+OUT=$2
+T=$3
+mkdir -p "$OUT"
+exec >"$OUT/cases.log" 2>&1
+set -x
+uname -r >"$OUT/kernel"
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+WORK=$(mktemp -d)
+A=nda$T
+B=ndb$T
+VA=ndva$T
+VB=ndvb$T
+WA=ndwa$T
+WB=ndwb$T
+in_a() { nsenter --net=/run/netns/$A "$@"; }
+in_b() { nsenter --net=/run/netns/$B "$@"; }
+
+cleanup() {
+    [ -n "${AGENT:-}" ] && kill "$AGENT" 2>/dev/null
+    ip netns pids $A 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns pids $B 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns del $A 2>/dev/null
+    ip netns del $B 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Waits (up to 120 s: BPF loads are slow under TCG) until file $1 contains $2.
+wait_for() {
+    i=0
+    while ! grep -q "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -gt 240 ] && return 1
+        sleep 0.5
+    done
+}
+
+# Runs `netdoctor ARGS` in namespace $2 as case $1 in the background; returns when it
+# observes (its "watching"/"observing"/"counting" line), leaving its pid in $BG.
+start_case() {
+    c=$1 ns=$2
+    shift 2
+    nsenter --net=/run/netns/$ns "$ND" -v "$@" >"$OUT/$c.out" 2>"$OUT/$c.err" &
+    BG=$!
+    wait_for "$OUT/$c.err" "netdoctor: \(watching\|observing\|counting\)" || true
+}
+finish_case() {
+    wait "$BG"
+    echo $? >"$OUT/$1.rc"
+}
+
+# Two namespaces joined by a veth, IPv6 off so that only the cases' packets cross it.
+ip netns add $A && ip netns add $B || exit 1
+ip link add $VA netns $A type veth peer name $VB netns $B
+for ns in $A $B; do
+    nsenter --net=/run/netns/$ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    nsenter --net=/run/netns/$ns ip link set lo up
+done
+in_a ip addr add 10.9.0.1/24 dev $VA
+in_b ip addr add 10.9.0.2/24 dev $VB
+in_a sysctl -qw net.ipv6.conf.$VA.disable_ipv6=1
+in_b sysctl -qw net.ipv6.conf.$VB.disable_ipv6=1
+in_a ip link set $VA up
+in_b ip link set $VB up
+# Static neighbours: no ARP either.
+in_a ip neigh replace 10.9.0.2 lladdr "$(in_b cat /sys/class/net/$VB/address)" dev $VA nud permanent
+in_b ip neigh replace 10.9.0.1 lladdr "$(in_a cat /sys/class/net/$VA/address)" dev $VB nud permanent
+in_a ping -c 1 -W 5 10.9.0.2 >/dev/null
+
+# dataplane: tc counters against the kernel's own interface counters over the same window.
+start_case dataplane $A flows $VA --duration 6s --json
+in_a ip -s -j link show dev $VA >"$OUT/dataplane.before"
+in_a ping -c 20 -i 0.05 -s 1000 10.9.0.2 >/dev/null
+in_a ip -s -j link show dev $VA >"$OUT/dataplane.after"
+finish_case dataplane
+
+# xdp: generic XDP on ingress counts the 20 echo replies.
+start_case xdp $A flows $VA --ingress xdp --xdp-mode generic --duration 5s --json
+in_a ping -c 20 -i 0.05 10.9.0.2 >/dev/null
+finish_case xdp
+
+# sockets: a cubic connection running across the window, over 5 % loss, must show its
+# congestion control and its retransmissions; a short reno one inside the window is caught
+# at close.
+in_b iperf3 -s -D -p 5201 --logfile "$WORK/iperf3-long.log"
+in_b iperf3 -s -D -p 5202 --logfile "$WORK/iperf3-short.log"
+sleep 1
+# 5 % loss: netem on A's way out, or where the kernel has no netem (this CI's host) nft on
+# B's way in.
+if in_a tc qdisc add dev $VA root netem loss 5%; then
+    unloss() { in_a tc qdisc del dev $VA root; }
+else
+    in_b nft add table inet ndloss
+    in_b nft add chain inet ndloss in '{ type filter hook input priority 0; }'
+    in_b nft add rule inet ndloss in iifname $VB tcp dport '{ 5201, 5202 }' numgen random mod 100 '<' 5 drop
+    unloss() { in_b nft delete table inet ndloss; }
+fi
+# nsenter execs iperf3, so $! is iperf3 itself (a function would leave a subshell there).
+nsenter --net=/run/netns/$A iperf3 -c 10.9.0.2 -p 5201 -t 60 -C cubic >/dev/null 2>&1 &
+LONG=$!
+sleep 2
+start_case sockets $A flows $VA --duration 4s --json
+finish_case sockets
+kill $LONG 2>/dev/null
+wait $LONG 2>/dev/null
+sleep 1
+start_case close $A flows $VA --duration 6s --json
+in_a iperf3 -c 10.9.0.2 -p 5202 -t 1 -C reno >"$OUT/close.iperf3" 2>&1
+finish_case close
+unloss
+
+# drops: B has forwarding off; what A routes through it is dropped (IP_INADDRERRORS).
+in_b sysctl -qw net.ipv4.ip_forward=0
+in_a ip route add 10.10.0.0/24 via 10.9.0.2
+start_case drops $B drops --interface $VB --duration 5s --json
+in_a ping -c 20 -i 0.05 -W 1 10.10.0.5 >/dev/null
+finish_case drops
+
+# agent: starts, attaches, serves /metrics and /api/v1/interfaces; `agent_degraded`: the
+# same with BPF refused (no CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN) serves what it has.
+NOBPF="setpriv --bounding-set -bpf,-perfmon,-sys_admin --inh-caps -bpf,-perfmon,-sys_admin"
+agent_case() {
+    c=$1 port=$2
+    shift 2
+    nsenter --net=/run/netns/$A "$@" "$ND" agent --listen 127.0.0.1:$port --database "$WORK/$c.db" \
+        --interval 2s --no-probe --interfaces "$VA" >"$OUT/$c.out" 2>"$OUT/$c.err" &
+    AGENT=$!
+    i=0
+    until in_a curl -sf http://127.0.0.1:$port/readyz >"$OUT/$c.readyz"; do
+        i=$((i + 1))
+        [ $i -gt 240 ] && break
+        kill -0 $AGENT 2>/dev/null || break
+        sleep 0.5
+    done
+    in_a ping -c 5 -i 0.1 10.9.0.2 >/dev/null
+    sleep 5
+    in_a curl -sf http://127.0.0.1:$port/metrics >"$OUT/$c.metrics"
+    in_a curl -sf http://127.0.0.1:$port/api/v1/interfaces >"$OUT/$c.interfaces"
+    kill -TERM $AGENT
+    wait $AGENT
+    echo $? >"$OUT/$c.rc"
+    AGENT=
+}
+agent_case agent 9469
+agent_case agent_degraded 9470 $NOBPF
+
+# Kernel WireGuard over the veth (1500): MTU 1500 does not fit (critical, exit 2); 1420 fits.
+if in_a ip link add $WA type wireguard 2>"$OUT/wireguard.unsupported"; then
+    rm "$OUT/wireguard.unsupported"
+    in_b ip link add $WB type wireguard
+    umask 077
+    wg genkey >"$WORK/a.key"
+    wg genkey >"$WORK/b.key"
+    in_a wg set $WA private-key "$WORK/a.key" listen-port 51820 \
+        peer "$(wg pubkey <"$WORK/b.key")" allowed-ips 10.8.0.2/32 endpoint 10.9.0.2:51820
+    in_b wg set $WB private-key "$WORK/b.key" listen-port 51820 \
+        peer "$(wg pubkey <"$WORK/a.key")" allowed-ips 10.8.0.1/32 endpoint 10.9.0.1:51820
+    in_a ip addr add 10.8.0.1/24 dev $WA
+    in_b ip addr add 10.8.0.2/24 dev $WB
+    for mtu in 1500 1420; do
+        in_a ip link set $WA mtu $mtu up
+        in_b ip link set $WB mtu $mtu up
+        in_a ping -c 3 -i 0.2 -W 5 10.8.0.2 >/dev/null
+        c=wg$mtu
+        in_a "$ND" -v diagnose $WA --duration 3s --json >"$OUT/$c.out" 2>"$OUT/$c.err"
+        echo $? >"$OUT/$c.rc"
+    done
+    # degraded: the same fault with BPF refused (no CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN):
+    # configuration alone must still find it, and the missing signals be named.
+    in_a ip link set $WA mtu 1500
+    in_b ip link set $WB mtu 1500
+    in_a ping -c 2 -i 0.2 -W 5 10.8.0.2 >/dev/null
+    in_a $NOBPF "$ND" -v diagnose $WA --duration 2s --json >"$OUT/degraded.out" 2>"$OUT/degraded.err"
+    echo $? >"$OUT/degraded.rc"
+fi
+touch "$OUT/done"

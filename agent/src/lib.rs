@@ -1,37 +1,22 @@
 //! netdoctor: eBPF network diagnostics for tunnels, overlays and gateways.
 //!
-//! Data flows one way: kernel ([`dataplane`]) → plain records ([`counters`], [`flows`],
-//! [`tunnel`], [`pmtu`]) → reports ([`cli`]).
+//! The folders follow the data path, each depending only on those before it:
+//!
+//! - [`kernel`]: the BPF programs and what they count: loading, BTF, attachments, the views
+//!   of the C structs, the packet data plane, socket telemetry and drop reasons.
+//! - `facts`: what netdoctor knows about an interface and its path: configuration read
+//!   over netlink, from the tunnel daemons and sysctls, the overhead table, the path-MTU
+//!   probe, and the observation turned into the facts document rules read.
+//! - `rules`: the rules (TOML + CEL) and the findings they produce.
+//! - `diagnose`: `netdoctor diagnose`, one observation of one interface.
+//! - [`daemon`]: `netdoctor agent`: the monitor, the HTTP API, the SQLite history and the
+//!   metrics.
+//! - [`cli`]: the command line.
 
-pub mod agent;
-pub mod api;
-pub mod attach;
-pub mod bpf;
-pub mod btf;
 pub mod cli;
-pub mod counters;
-pub mod dataplane;
-pub mod diagnose;
-pub mod drops;
-pub mod duration;
-pub mod error;
-pub mod facts;
-pub mod features;
-pub mod findings;
-pub mod flow_cache;
-pub mod flows;
-pub mod iface;
-pub mod logging;
-pub mod metrics;
-pub mod overhead;
-pub mod pmtu;
-pub mod probe;
-pub mod route;
-pub mod rules;
-pub mod sockets;
-pub mod store;
-pub mod sysctl;
-pub mod tunnel;
-pub mod wire;
-
-pub use error::{Error, Result};
+pub mod daemon;
+pub(crate) mod diagnose;
+pub(crate) mod duration;
+pub(crate) mod facts;
+pub mod kernel;
+pub(crate) mod rules;

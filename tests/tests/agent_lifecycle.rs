@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ::netdoctor::store::{FindingQuery, SampleQuery, StateFilter, Store};
+use ::netdoctor::daemon::store::{FindingQuery, SampleQuery, StateFilter, Store};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::{self, Agent, Reply};
 use netdoctor_lab::attached;
@@ -434,7 +434,7 @@ fn agent_follows_a_tunnel_that_disappears_and_comes_back() -> Result<()> {
 // ---------------------------------------------------------------------------
 
 fn open_store(path: &Path) -> Result<Store> {
-    Store::open(path, ::netdoctor::store::Retention::default())
+    Store::open(path, ::netdoctor::daemon::store::Retention::default())
         .with_context(|| format!("opening {} after the agent died", path.display()))
 }
 

@@ -18,8 +18,8 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
-use netdoctor::dataplane::{Dataplane, Options, ProgramKind};
-use netdoctor::iface::LinkType;
+use netdoctor::kernel::packet::LinkType;
+use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::bpf::{floor, prog_info};
 use netdoctor_lab::ci;
 
@@ -187,7 +187,7 @@ impl Variant {
             // size_bounds, the first variable of .rodata.
             if m.name().to_string_lossy().ends_with(".rodata") {
                 if let Some(v) = m.initial_value_mut() {
-                    let bounds = netdoctor::counters::SIZE_BUCKET_BOUNDS;
+                    let bounds = netdoctor::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
                     for (i, b) in bounds.iter().enumerate() {
                         v[i * 4..i * 4 + 4].copy_from_slice(&b.to_ne_bytes());
                     }

@@ -22,12 +22,12 @@ use std::panic::AssertUnwindSafe;
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::query::{ProgInfoIter, ProgInfoQueryOptions};
 use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
-use netdoctor::counters::{DirCounters, IfaceCounters, SIZE_BUCKET_BOUNDS};
-use netdoctor::dataplane::{Dataplane, Options, ProgramKind, TunnelPort};
-use netdoctor::flows::{Flow, WireguardMessages};
-use netdoctor::iface::LinkType;
-use netdoctor::pmtu::TooBig;
-use netdoctor::wire::{Direction, Encap};
+use netdoctor::kernel::packet::counters::{DirCounters, IfaceCounters, SIZE_BUCKET_BOUNDS};
+use netdoctor::kernel::packet::flows::{Flow, WireguardMessages};
+use netdoctor::kernel::packet::too_big::TooBig;
+use netdoctor::kernel::packet::LinkType;
+use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind, TunnelPort};
+use netdoctor::kernel::views::{Direction, Encap};
 use netdoctor_lab::ci;
 
 use pkt::{Ext, Ipv4, Ipv6, Tcp};
@@ -864,7 +864,7 @@ fn hooks_count_loopback_ifindex_in_their_direction(dp: &Dataplane<'_>) -> Result
     // No interface has index 0; the flow cache takes a key with ifindex 0 for an empty slot.
     assert!(matches!(
         dp.watch(0, 1500, LinkType::Ether),
-        Err(netdoctor::Error::NoInterfaceIndex)
+        Err(netdoctor::kernel::Error::NoInterfaceIndex)
     ));
     Ok(())
 }
@@ -2715,7 +2715,7 @@ mod model {
     //! from the C code's documented rules (l3_parse, l4_parse, account).
 
     use super::bucket;
-    use netdoctor::counters::DirCounters;
+    use netdoctor::kernel::packet::counters::DirCounters;
 
     fn be16(p: &[u8], at: usize) -> u16 {
         u16::from_be_bytes([p[at], p[at + 1]])

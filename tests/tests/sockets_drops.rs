@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ::netdoctor::sockets::{Socket, SocketProbes};
+use ::netdoctor::kernel::sockets::{Socket, SocketProbes};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::netdoctor::{self, str_field, u64_field, Report, Watch};
 use netdoctor_lab::{

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::DiagnoseArgs;
 use crate::diagnose::{self, DiagnoseOptions, Progress, Report};
-use crate::findings::Severity;
+use crate::rules::finding::Severity;
 
 struct Stderr;
 

@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{observe, output, DropsArgs};
-use crate::drops::{self, DropCount, DropProbe};
-use crate::iface;
+use crate::facts::iface;
+use crate::kernel::drops::{self, DropCount, DropProbe};
 
 /// What `netdoctor drops` reports (also its `--json` document).
 #[derive(Debug, Serialize)]
@@ -47,7 +47,7 @@ pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
                 .iter()
                 .find(|(_, n)| *n == name)
                 .map(|(i, _)| *i)
-                .ok_or_else(|| crate::Error::UnknownInterface(name.clone()))?,
+                .ok_or_else(|| crate::facts::Error::UnknownInterface(name.clone()))?,
         ),
         None => None,
     };

@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{output, FlowsArgs};
-use crate::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
-use crate::dataplane::{Dataplane, Hooks};
-use crate::flows::{top_by_bytes, Flow};
-use crate::iface::{self, Interface};
-use crate::pmtu::TooBig;
-use crate::sockets::window::{self, Baseline, CcAggregate, SocketRow};
-use crate::sockets::{Signals, SocketProbes};
-use crate::sysctl::CongestionControl;
-use crate::tunnel::{self, TunnelTraffic};
+use crate::facts::iface::{self, Interface};
+use crate::kernel::packet::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
+use crate::kernel::packet::flows::{top_by_bytes, Flow};
+use crate::kernel::packet::too_big::TooBig;
+use crate::kernel::packet::tunnel_traffic::{self, TunnelTraffic};
+use crate::kernel::packet::{Dataplane, Hooks};
+use crate::kernel::sockets::rates::{self, Baseline, CcAggregate, SocketRow};
+use crate::kernel::sockets::{Signals, SocketProbes};
+use crate::kernel::sysctl::CongestionControl;
 
 /// What `netdoctor flows` reports (also its `--json` document).
 #[derive(Debug, Serialize)]
@@ -60,7 +60,7 @@ impl FlowsReport {
         hooks: Hooks,
         elapsed: Duration,
         top: usize,
-    ) -> crate::Result<Self> {
+    ) -> crate::kernel::Result<Self> {
         let socket_signals = sockets.map(|(p, _)| p.signals()).unwrap_or_default();
         let close_events_lost = sockets.map_or(0, |(p, _)| p.lost_events());
         let socket_rows = match sockets {
@@ -86,10 +86,10 @@ impl FlowsReport {
             size_buckets: (0..=SIZE_BUCKET_BOUNDS.len()).map(bucket_label).collect(),
             counters,
             flows_total: flows.len(),
-            tunnels: tunnel::from_flows(&flows),
+            tunnels: tunnel_traffic::from_flows(&flows),
             flows: top_by_bytes(flows, top),
             too_big,
-            congestion_control: window::by_cc(&socket_rows),
+            congestion_control: rates::by_cc(&socket_rows),
             sockets: socket_rows,
             congestion_control_sysctl: CongestionControl::read(),
             socket_signals,
@@ -104,7 +104,7 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     let iface = iface::by_name(&args.interface).await?;
     let mut storage = MaybeUninit::uninit();
     let mut dp = Dataplane::load(&mut storage, options)?;
-    let hooks = dp.attach(&iface)?;
+    let hooks = dp.attach(&iface.target())?;
     let mut socket_storage = MaybeUninit::uninit();
     let probes = match SocketProbes::load(&mut socket_storage) {
         Ok(p) => {

@@ -3,6 +3,7 @@
 mod diagnose;
 mod drops;
 mod flows;
+pub(crate) mod logging;
 mod output;
 mod probe;
 mod rules;
@@ -14,10 +15,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::attach::{AttachMethod, XdpMode};
-use crate::dataplane::{IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
 use crate::duration::{AtMost, DAY, MINUTE};
-use crate::wire::Encap;
+use crate::kernel::attach::{AttachMethod, XdpMode};
+use crate::kernel::packet::{IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
+use crate::kernel::views::Encap;
 
 /// Exit code when netdoctor could not do its job (Nagios "UNKNOWN"): usage errors, unknown
 /// interfaces, missing privileges, kernels without BTF.
@@ -122,7 +123,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     #[command(flatten)]
-    pub settings: crate::agent::config::Overrides,
+    pub settings: crate::daemon::config::Overrides,
     #[command(flatten)]
     pub dataplane: DataplaneArgs,
 }
@@ -318,7 +319,7 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    crate::logging::init(cli.verbose);
+    crate::cli::logging::init(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -337,8 +338,8 @@ pub fn main() -> ExitCode {
             Command::Drops(args) => drops::run(args).await,
             Command::Probe(args) => probe::run(args).await,
             Command::Agent(args) => {
-                let config = crate::agent::config::Config::resolve(&args.settings)?;
-                crate::agent::run(config, args.dataplane.options()?).await?;
+                let config = crate::daemon::config::Config::resolve(&args.settings)?;
+                crate::daemon::run(config, args.dataplane.options()?).await?;
                 Ok(ExitCode::SUCCESS)
             }
         }

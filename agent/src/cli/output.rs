@@ -5,7 +5,7 @@ use comfy_table::{CellAlignment, Table};
 
 use super::drops::DropsReport;
 use super::flows::FlowsReport;
-use crate::counters::DirCounters;
+use crate::kernel::packet::counters::DirCounters;
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -143,7 +143,7 @@ pub(super) fn print_flows(r: &FlowsReport) {
                 } else {
                     String::new()
                 },
-                if f.encap == crate::wire::Encap::None {
+                if f.encap == crate::kernel::views::Encap::None {
                     String::new()
                 } else {
                     format!("{:?}", f.encap).to_lowercase()

@@ -3,12 +3,12 @@
 use std::process::ExitCode;
 
 use super::ProbeArgs;
-use crate::probe::{self, ProbeOptions};
+use crate::facts::probe::{self, ProbeOptions};
 
 pub(super) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let max_size = match args.max_size {
         Some(m) => m,
-        None => crate::route::get(args.target).await?.mtu,
+        None => crate::facts::route::get(args.target).await?.mtu,
     };
     anyhow::ensure!(
         (68..=65535).contains(&max_size),

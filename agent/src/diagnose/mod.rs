@@ -1,13 +1,13 @@
 //! `diagnose`: configuration facts, a short observation through the data plane and socket
-//! telemetry, an active path-MTU probe, then the rules. One code path for the CLI and
-//! (later) the agent's API.
+//! telemetry, an active path-MTU probe, then the rules. One code path for the CLI and the
+//! agent's `POST /api/v1/diagnose/{iface}`; the agent's own windows go through the same
+//! facts ([`crate::facts::build`]) and rules.
 
-pub(crate) mod collect;
-pub(crate) mod handshake;
-mod signals;
-pub(crate) mod tunnel;
+mod error;
 
-pub(crate) use signals::{missing_facts, note};
+pub use error::Error;
+
+use crate::facts::{build, signals, tunnel, underlay};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -15,15 +15,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::dataplane::{Dataplane, Options};
-use crate::drops::DropProbe;
+use crate::facts::iface;
+use crate::facts::probe::{self, ProbeOptions, ProbeResult, MAX_PROBE_TARGETS};
 use crate::facts::{link, Facts};
-use crate::findings::{self, Finding, Severity};
-use crate::iface;
-use crate::probe::{self, ProbeOptions, ProbeResult};
+use crate::kernel::packet::{Dataplane, Options};
+use crate::kernel::sockets::rates::Baseline;
+use crate::kernel::sockets::SocketProbes;
+use crate::rules::finding::{self, Finding, Severity};
 use crate::rules::{self, NotEvaluated, RuleSet};
-use crate::sockets::window::Baseline;
-use crate::sockets::SocketProbes;
 
 /// How to diagnose.
 #[derive(Debug, Clone)]
@@ -61,7 +60,7 @@ pub struct Report {
 impl Report {
     /// The worst severity found.
     pub fn worst(&self) -> Option<Severity> {
-        findings::worst(&self.findings)
+        finding::worst(&self.findings)
     }
 }
 
@@ -71,61 +70,12 @@ pub trait Progress {
     fn step(&self, message: &str);
 }
 
-/// Loads the socket and drop probes, each optional: what this kernel lacks becomes a note
-/// saying what the findings lose (the agent shows the same notes in `/readyz`).
-pub(crate) fn load_probes<'obj>(
-    sock_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    drop_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    notes: &mut Vec<String>,
-) -> (Option<SocketProbes<'obj>>, Option<DropProbe<'obj>>) {
-    let sockets = match SocketProbes::load(sock_storage) {
-        Ok(s) => {
-            for what in s.signals().missing() {
-                signals::note(notes, format!("{what} on this kernel"));
-            }
-            Some(s)
-        }
-        Err(e) => {
-            signals::note(
-                notes,
-                format!(
-                    "socket telemetry unavailable ({e}): flow findings are based on packets only"
-                ),
-            );
-            None
-        }
-    };
-    let drops = match DropProbe::load(drop_storage) {
-        Ok(Some(d)) => {
-            if !d.has_reasons() {
-                signals::note(notes, "drop reasons unavailable: this kernel's kfree_skb tracepoint reports no reason (Linux < 5.17); drops are counted without reasons".into());
-            }
-            Some(d)
-        }
-        Ok(None) => {
-            signals::note(
-                notes,
-                "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
-            );
-            None
-        }
-        Err(e) => {
-            signals::note(notes, format!("drop reasons unavailable: {e}"));
-            None
-        }
-    };
-    (sockets, drops)
-}
-
-/// Probes run at most this many targets, so a diagnosis stays bounded in time.
-const MAX_PROBE_TARGETS: usize = 4;
-
 /// Runs a diagnosis of interface `name`.
 pub async fn diagnose(
     name: &str,
     opts: &DiagnoseOptions,
     progress: &dyn Progress,
-) -> anyhow::Result<Report> {
+) -> Result<Report, Error> {
     let rules = RuleSet::load(opts.rules_dir.as_deref())?;
 
     let all = iface::list().await?;
@@ -133,17 +83,17 @@ pub async fn diagnose(
         .iter()
         .find(|i| i.name == name)
         .cloned()
-        .ok_or_else(|| crate::Error::UnknownInterface(name.to_owned()))?;
+        .ok_or_else(|| crate::facts::Error::UnknownInterface(name.to_owned()))?;
     let details = link::details(me.index).await?;
     let tun = tunnel::identify(&me, &details);
     let mut notes = tun.notes.clone();
-    let underlay = collect::underlay(&tun, &details, &all).await;
+    let underlay = underlay::underlay(&tun, &details, &all).await;
 
     // Data plane on the interface and on its underlay, with the tunnel's port when the
     // data plane cannot recognise the protocol by itself.
     let mut dp_options = opts.dataplane.clone();
     if let Some(tp) = tun.port_to_recognise() {
-        if dp_options.tunnel_ports.len() < crate::dataplane::MAX_TUNNEL_PORTS {
+        if dp_options.tunnel_ports.len() < crate::kernel::packet::MAX_TUNNEL_PORTS {
             dp_options.tunnel_ports.push(tp);
         }
     }
@@ -151,10 +101,10 @@ pub async fn diagnose(
     let dp = signals::packet_dataplane(&mut dp_storage, dp_options, &me, &underlay, &mut notes);
     let mut sock_storage = MaybeUninit::uninit();
     let mut drop_storage = MaybeUninit::uninit();
-    let (sockets, drops) = load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
+    let (sockets, drops) = signals::load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
     let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
 
-    let start = collect::Snapshot::take(&tun, drops.as_ref())?;
+    let start = build::Snapshot::take(&tun, drops.as_ref())?;
     let dp_start = dp.as_ref().map(Dataplane::snapshot).transpose()?;
     let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
     progress.step(&format!(
@@ -185,16 +135,16 @@ pub async fn diagnose(
     // response it counted is already in that state.
     let window = match (&dp, &dp_start) {
         (Some(dp), Some(start)) => dp.snapshot()?.since(start),
-        _ => crate::dataplane::Snapshot::default(),
+        _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = collect::Snapshot::take(&collect::refresh(&tun), drops.as_ref())?;
+    let end = build::Snapshot::take(&build::refresh(&tun), drops.as_ref())?;
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
         _ => None,
     };
 
-    let observed = collect::Observation {
+    let observed = build::Observation {
         me: &me,
         details: &details,
         all: &all,
@@ -207,10 +157,9 @@ pub async fn diagnose(
         elapsed,
     };
     let mut facts = observed.facts().await?;
-    handshake::settle(&tun, &mut facts.peers, observed.window_start_unix()).await;
 
     if opts.probe {
-        let targets = collect::probe_targets(&facts, &underlay, &me);
+        let targets = probe::targets::probe_targets(&facts, &underlay, &me);
         let mut results: Vec<(String, ProbeResult)> = Vec::new();
         for (label, target, max_size) in targets.into_iter().take(MAX_PROBE_TARGETS) {
             progress.step(&format!(
@@ -225,7 +174,7 @@ pub async fn diagnose(
                 Err(e) => notes.push(format!("path-MTU probe toward {target} failed: {e}")),
             }
         }
-        collect::apply_probes(&mut facts, &tun, &results);
+        probe::targets::apply_probes(&mut facts, &tun, &results);
     } else {
         notes.push("path-MTU probe skipped (--no-probe)".into());
     }

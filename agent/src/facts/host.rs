@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::sysctl::{self, CongestionControl};
+use crate::kernel::sysctl::{self, CongestionControl};
 
 /// Host-wide facts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

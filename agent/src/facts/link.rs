@@ -11,7 +11,7 @@ use rtnetlink::packet_route::link::{
 };
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
 
 /// A VXLAN or GENEVE device's encapsulation settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -3,15 +3,26 @@
 //! variables a rule's CEL expressions read (`iface.mtu`, `tunnel.max_mtu`, `peer.…`,
 //! `flow.…`), documented in `rules/README.md`.
 
+pub mod build;
+mod error;
+pub mod handshake;
 pub mod host;
+pub mod iface;
 pub mod link;
+pub mod overhead;
+pub mod probe;
 pub mod process;
+pub mod route;
+pub mod signals;
 pub mod tinc;
 pub mod trusted;
+pub mod tunnel;
+pub mod underlay;
 pub mod wireguard;
 
 use serde::Serialize;
 
+pub use error::{Error, Result};
 pub use host::Host;
 
 /// The diagnosed interface.

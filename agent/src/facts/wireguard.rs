@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde::Serialize;
 
-use crate::iface::WIREGUARD_UAPI_DIR;
+use crate::facts::iface::WIREGUARD_UAPI_DIR;
 
 /// One configured peer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

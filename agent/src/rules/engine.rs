@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 
 use cel::{Context, Value};
 
-use super::rule::{Rule, RuleSet};
+use super::rule::Rule;
+#[cfg(test)]
+use super::rule::RuleSet;
 use super::template::display;
-use crate::findings::Finding;
+use crate::rules::finding::Finding;
 
 /// Findings of every rule whose condition holds for `facts` (a JSON object whose keys
-/// are the variables rules read). A rule that fails to evaluate is logged and skipped:
-/// one broken user rule must not hide the others' findings.
+/// are the variables rules read), every fact present: the reference the tests hold
+/// [`super::evaluate_partial`] to. A rule that fails to evaluate is logged and skipped.
+#[cfg(test)]
 pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
     let ctx = match context(facts) {
         Ok(ctx) => ctx,

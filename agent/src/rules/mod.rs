@@ -6,13 +6,15 @@
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
 
 mod engine;
+pub mod finding;
 mod partial;
 mod rule;
 mod template;
 
+#[cfg(test)]
 pub use engine::evaluate;
-pub use partial::{evaluate_partial, Evaluation, NotEvaluated};
-pub use rule::{Rule, RuleError, RuleSet, Scope};
+pub use partial::{evaluate_partial, NotEvaluated};
+pub use rule::{InvalidRules, RuleError, RuleSet};
 
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::engine::{context, finding, holds, to_cel};
 use super::rule::{Rule, RuleSet};
-use crate::findings::Finding;
+use crate::rules::finding::Finding;
 
 /// A rule that could not be evaluated because facts it reads are missing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use cel::Program;
 use serde::{Deserialize, Serialize};
 
 use super::template::Template;
-use crate::findings::Severity;
+use crate::rules::finding::Severity;
 
 /// What a rule is evaluated for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +195,22 @@ fn macro_bound(src: &str) -> Vec<String> {
 /// Built-in rules, embedded from the repository's `rules/` directory at build time.
 const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
 
+/// Every error of a set of rules that cannot be used, shown one a line.
+#[derive(Debug)]
+pub struct InvalidRules(pub Vec<RuleError>);
+
+impl std::fmt::Display for InvalidRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid rules:")?;
+        for e in &self.0 {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidRules {}
+
 /// A set of rules with unique ids.
 #[derive(Debug, Default)]
 pub struct RuleSet {
@@ -223,23 +239,14 @@ impl RuleSet {
         Ok(set)
     }
 
-    /// The built-in rules plus, when given, those of `dir`, with every error in one
-    /// message: what `diagnose` and the agent start from.
-    pub fn load(dir: Option<&Path>) -> anyhow::Result<Self> {
+    /// The built-in rules plus, when given, those of `dir`, with every error at once:
+    /// what `diagnose` and the agent start from.
+    pub fn load(dir: Option<&Path>) -> Result<Self, InvalidRules> {
         match dir {
             Some(dir) => Self::with_user_dir(dir),
             None => Self::builtin(),
         }
-        .map_err(|errors| {
-            anyhow::anyhow!(
-                "invalid rules:\n  {}",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n  ")
-            )
-        })
+        .map_err(InvalidRules)
     }
 
     /// Every `*.toml` in `dir` (not recursive), all errors at once.

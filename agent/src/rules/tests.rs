@@ -2,7 +2,7 @@
 //! on a healthy twin.
 
 use crate::facts::{Facts, FlowFacts, PeerFacts};
-use crate::findings::Severity;
+use crate::rules::finding::Severity;
 use crate::rules::{evaluate, RuleSet};
 
 /// A healthy WireGuard tunnel over a 1500-byte IPv4 underlay at the optimal MTU.

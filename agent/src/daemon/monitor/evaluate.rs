@@ -1,0 +1,290 @@
+//! Closing a window: facts, rules, history, and path-MTU probes of tunnels.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::daemon::store::{CcRetrans, Sample};
+use crate::facts::build::{Observation, Snapshot};
+use crate::facts::iface::{self, Interface};
+use crate::facts::link;
+use crate::facts::probe::{self, ProbeOptions};
+use crate::facts::tunnel;
+use crate::facts::underlay;
+use crate::facts::Facts;
+use crate::kernel::drops::{DropCount, DropProbe};
+use crate::kernel::packet;
+use crate::kernel::packet::counters::{bucket_label, IfaceCounters};
+use crate::kernel::sockets::rates::SocketRow;
+use crate::rules;
+
+use super::{now_ms, Monitor, Role, PRUNE_EVERY};
+use crate::facts::probe::MAX_PROBE_TARGETS;
+
+impl Monitor<'_> {
+    /// Closes the window: facts, rules, history and the view for every selected interface.
+    pub(super) async fn evaluate(&mut self) -> anyhow::Result<()> {
+        let elapsed = self.window_start.elapsed();
+        self.window_start = Instant::now();
+        let secs = elapsed.as_secs_f64();
+        let now = now_ms();
+
+        let dp_now = self.dp_snapshot()?;
+        let window = dp_now.since(&self.prev_dp);
+        let rows: Option<Vec<SocketRow>> = match (&self.sockets, &self.baseline) {
+            (Some(s), Some(b)) => {
+                let (rows, next) = b.close(s, secs)?;
+                self.baseline = Some(next);
+                Some(rows)
+            }
+            _ => None,
+        };
+        let drops_now = self
+            .drops
+            .as_ref()
+            .map(DropProbe::counts)
+            .transpose()?
+            .unwrap_or_default();
+        let all = iface::list().await?;
+
+        let selected: Vec<Interface> = self
+            .watched
+            .values()
+            .filter(|w| w.role == Role::Selected)
+            .map(|w| w.iface.clone())
+            .filter(|w| all.iter().any(|i| i.index == w.index))
+            .collect();
+        let mut evaluated = Vec::with_capacity(selected.len());
+        let mut underlays = HashSet::new();
+        for me in &selected {
+            match self
+                .evaluate_one(me, &all, &window, rows.as_deref(), &drops_now, elapsed, now)
+                .await
+            {
+                Ok((facts, underlay)) => {
+                    underlays.extend(underlay);
+                    evaluated.push((me.clone(), facts));
+                }
+                Err(e) => tracing::warn!(iface = %me.name, "evaluation failed: {e:#}"),
+            }
+        }
+        let new_underlays = underlays.difference(&self.underlays_wanted).count() > 0;
+        self.underlays_wanted = underlays;
+
+        let active = self.shared.store.active_findings()?;
+        self.publish_window(
+            &dp_now,
+            &window,
+            &evaluated,
+            rows.as_deref(),
+            &drops_now,
+            &active,
+            secs,
+            now,
+        );
+        self.prev_dp = dp_now;
+        self.prev_drops = drops_now;
+
+        if self.last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            self.last_prune = Some(Instant::now());
+            match self.shared.store.prune(now) {
+                Ok(p) if p.samples + p.findings > 0 => {
+                    tracing::debug!(samples = p.samples, findings = p.findings, "pruned history")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("pruning the history: {e}"),
+            }
+        }
+        self.shared.ready.store(true, Ordering::Release);
+        if new_underlays {
+            self.reconcile().await;
+        }
+        Ok(())
+    }
+
+    /// One interface's window: facts, findings, a sample. Returns the facts and the
+    /// indexes of its underlay candidates.
+    #[allow(clippy::too_many_arguments)]
+    async fn evaluate_one(
+        &mut self,
+        me: &Interface,
+        all: &[Interface],
+        window: &packet::Snapshot,
+        rows: Option<&[SocketRow]>,
+        drops_now: &[DropCount],
+        elapsed: Duration,
+        now: i64,
+    ) -> anyhow::Result<(Facts, Vec<u32>)> {
+        let details = link::details(me.index).await?;
+        let tun = tunnel::identify(me, &details);
+        for note in &tun.notes {
+            tracing::debug!(iface = %me.name, "{note}");
+        }
+        if let Some(tp) = tun.port_to_recognise() {
+            match self
+                .dp
+                .as_mut()
+                .map_or(Ok(false), |dp| dp.add_tunnel_port(tp))
+            {
+                Ok(true) => {
+                    tracing::info!(iface = %me.name, port = tp.port, encap = ?tp.encap, "recognising the tunnel's UDP port on the underlay")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(iface = %me.name, "tunnel port {}: {e}", tp.port),
+            }
+        }
+        let underlay = underlay::underlay(&tun, &details, all).await;
+        let start = Snapshot::from_parts(
+            self.prev_wireguard
+                .get(&me.name)
+                .cloned()
+                .or_else(|| tun.wireguard.clone()),
+            self.prev_drops.clone(),
+        );
+        let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec());
+        let observed = Observation {
+            me,
+            details: &details,
+            all,
+            tun: &tun,
+            underlay: &underlay,
+            window,
+            sockets: rows,
+            start: &start,
+            end: &end,
+            elapsed,
+        };
+        let mut facts = observed.facts().await?;
+        if let Some(dev) = &tun.wireguard {
+            self.prev_wireguard.insert(me.name.clone(), dev.clone());
+        }
+        if let Some(p) = self.probes.get(&me.name) {
+            probe::targets::apply_probes(&mut facts, &tun, &p.results);
+        }
+        self.maybe_probe(me, &facts, &underlay, tun.kind.is_some());
+
+        let found = rules::evaluate_partial(&self.rules, &facts.to_json(), &self.missing).findings;
+        let transitions = self.shared.store.record(&me.name, now, &found)?;
+        for k in &transitions.opened {
+            tracing::info!(iface = %me.name, finding = %k.id, "finding opened");
+        }
+        for k in &transitions.resolved {
+            tracing::info!(iface = %me.name, finding = %k.id, "finding resolved");
+        }
+        let counters = window.counters(me.index);
+        self.shared.store.insert_sample(&sample(
+            me,
+            &facts,
+            &counters,
+            rows,
+            found.len(),
+            elapsed,
+            now,
+        ))?;
+        Ok((facts, underlay.watch.iter().map(|u| u.index).collect()))
+    }
+
+    /// Starts a path-MTU probe round for a tunnel when one is due. Results arrive on
+    /// `probe_rx` and are used from the next window on.
+    fn maybe_probe(
+        &mut self,
+        me: &Interface,
+        facts: &Facts,
+        underlay: &underlay::Underlay,
+        is_tunnel: bool,
+    ) {
+        if !self.shared.config.probe || !is_tunnel {
+            return;
+        }
+        let every = self.shared.config.probe_interval;
+        let state = self.probes.entry(me.name.clone()).or_default();
+        if state.running || state.last_started.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        let targets: Vec<_> = probe::targets::probe_targets(facts, underlay, me)
+            .into_iter()
+            .take(MAX_PROBE_TARGETS)
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        state.running = true;
+        state.last_started = Some(Instant::now());
+        let tx = self.probe_tx.clone();
+        let name = me.name.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut results = Vec::new();
+            for (label, target, max_size) in targets {
+                let options = ProbeOptions {
+                    max_size,
+                    ..ProbeOptions::default()
+                };
+                match probe::probe(target, &options) {
+                    Ok(r) => results.push((label, r)),
+                    Err(e) => tracing::warn!(iface = %name, "path-MTU probe toward {target}: {e}"),
+                }
+            }
+            let _ = tx.send((name, results));
+        });
+    }
+}
+
+/// One interface's sample of one window.
+fn sample(
+    me: &Interface,
+    facts: &Facts,
+    w: &IfaceCounters,
+    rows: Option<&[SocketRow]>,
+    active_findings: usize,
+    elapsed: Duration,
+    now: i64,
+) -> Sample {
+    let secs = elapsed.as_secs_f64().max(1e-3);
+    let mut size_buckets = BTreeMap::new();
+    for dir in [&w.ingress, &w.egress] {
+        for (i, v) in dir.size_buckets.iter().enumerate() {
+            *size_buckets.entry(bucket_label(i)).or_insert(0) += v;
+        }
+    }
+    let mut retrans_by_cc: BTreeMap<String, CcRetrans> = BTreeMap::new();
+    for r in rows
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.socket.ifindex == me.index)
+    {
+        let e = retrans_by_cc.entry(r.socket.cc.clone()).or_default();
+        e.segments += r.data_segs_sent;
+        e.retransmits += r.retransmits;
+    }
+    for e in retrans_by_cc.values_mut() {
+        e.ratio = if e.segments > 0 {
+            e.retransmits as f64 / e.segments as f64
+        } else {
+            0.0
+        };
+    }
+    Sample {
+        ts_ms: now,
+        interface: me.name.clone(),
+        window_s: secs,
+        rx_bps: w.ingress.bytes as f64 * 8.0 / secs,
+        tx_bps: w.egress.bytes as f64 * 8.0 / secs,
+        rx_pps: w.ingress.segments as f64 / secs,
+        tx_pps: w.egress.segments as f64 / secs,
+        mtu: i64::from(me.mtu),
+        size_buckets,
+        retrans_by_cc,
+        tcp_retrans_ratio: facts.traffic.tcp_retrans_ratio,
+        drops_by_reason: facts
+            .drops
+            .by_reason
+            .iter()
+            .map(|(k, v)| (k.clone(), u64::try_from(*v).unwrap_or(0)))
+            .collect(),
+        overhead_expected: facts.tunnel.overhead_expected,
+        overhead_measured: facts.tunnel.overhead_measured,
+        path_mtu: facts.probe.path_mtu,
+        probe_blackhole: facts.probe.blackhole,
+        active_findings: active_findings as u64,
+    }
+}

@@ -1,0 +1,204 @@
+//! Publishing a window to the view the API and metrics read.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::daemon::state::{DropView, FlowView, Rates, SocketView};
+use crate::facts::iface::Interface;
+use crate::facts::Facts;
+use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
+use crate::kernel::packet;
+use crate::kernel::sockets::rates::SocketRow;
+
+use super::{now_ms, Monitor};
+
+impl Monitor<'_> {
+    /// Replaces the view with this window's figures.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn publish_window(
+        &self,
+        dp_now: &packet::Snapshot,
+        window: &packet::Snapshot,
+        evaluated: &[(Interface, Facts)],
+        rows: Option<&[SocketRow]>,
+        drops_now: &[DropCount],
+        active: &[crate::daemon::store::StoredFinding],
+        secs: f64,
+        now: i64,
+    ) {
+        let names: HashMap<u32, String> = self
+            .watched
+            .values()
+            .map(|w| (w.iface.index, w.iface.name.clone()))
+            .collect();
+        let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
+        // The snapshot already holds every flow: its length is the table's fill.
+        let capacity = self.dp.as_ref().map_or(0, |dp| dp.flow_table_capacity());
+        let fill = dp_now.flows.len();
+        let program_stats = self
+            .dp
+            .as_ref()
+            .map(|dp| dp.program_stats())
+            .unwrap_or_default();
+
+        let mut view = self.shared.view_mut();
+        for (idx, counters) in &dp_now.counters {
+            let Some(entry) = view.interfaces.get_mut(&name_of(*idx)) else {
+                continue;
+            };
+            let w = window.counters(*idx);
+            let per_s = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
+            entry.counters = counters.clone();
+            entry.rates = Rates {
+                rx_bps: per_s(w.ingress.bytes) * 8.0,
+                tx_bps: per_s(w.egress.bytes) * 8.0,
+                rx_pps: per_s(w.ingress.segments),
+                tx_pps: per_s(w.egress.segments),
+            };
+            entry.updated_ms = now;
+        }
+        for (me, facts) in evaluated {
+            if let Some(entry) = view.interfaces.get_mut(&me.name) {
+                entry.facts = Some(facts.clone());
+                entry.worst_severity = active
+                    .iter()
+                    .filter(|f| f.interface == me.name)
+                    .map(|f| f.severity)
+                    .max();
+            }
+            view.handshakes.insert(
+                me.name.clone(),
+                facts
+                    .peers
+                    .iter()
+                    .filter(|p| facts.tunnel.kind == "wireguard" || p.handshake_age_s >= 0)
+                    .map(|p| (p.name.clone(), p.handshake_age_s))
+                    .collect(),
+            );
+        }
+        view.handshakes
+            .retain(|name, _| evaluated.iter().any(|(me, _)| &me.name == name));
+
+        // Flows of interfaces no longer watched (deleted ones) wait in the LRU table until
+        // evicted: not shown.
+        view.flows = dp_now
+            .flows
+            .iter()
+            .filter(|f| names.contains_key(&f.ifindex))
+            .map(|f| FlowView {
+                interface: name_of(f.ifindex),
+                flow: f.clone(),
+            })
+            .collect();
+        if let Some(rows) = rows {
+            view.sockets = rows
+                .iter()
+                .map(|r| SocketView {
+                    interface: name_of(r.socket.ifindex),
+                    row: r.clone(),
+                })
+                .collect();
+            // The ratio is the last window's: pairs without connections in it read 0.
+            for t in view.tcp.values_mut() {
+                t.last_ratio = 0.0;
+            }
+            for (name, ratio_rows) in by_iface_cc(rows, &name_of) {
+                let t = view.tcp.entry(name).or_default();
+                t.segments += ratio_rows.0;
+                t.retransmits += ratio_rows.1;
+                t.last_ratio = if ratio_rows.0 > 0 {
+                    ratio_rows.1 as f64 / ratio_rows.0 as f64
+                } else {
+                    0.0
+                };
+            }
+            for r in rows
+                .iter()
+                .filter(|r| r.socket.srtt_us > 0 && r.socket.ifindex != 0)
+            {
+                let name = name_of(r.socket.ifindex);
+                if !name.is_empty() {
+                    view.srtt
+                        .entry(name)
+                        .or_default()
+                        .observe(f64::from(r.socket.srtt_us) / 1e6);
+                }
+            }
+        }
+        // Series of interfaces that are gone end with them, so churn (containers' veths)
+        // cannot grow the label set without bound.
+        let present = |name: &String| names.values().any(|n| n == name);
+        view.tcp.retain(|(name, _), _| present(name));
+        view.srtt.retain(|name, _| present(name));
+        view.drops = drop_views(&self.prev_drops, drops_now, &name_of, self.drops.as_ref());
+        view.active = active.to_vec();
+        view.health.map_fill = BTreeMap::from([(
+            "flows".to_owned(),
+            if capacity > 0 {
+                fill as f64 / capacity as f64
+            } else {
+                0.0
+            },
+        )]);
+        view.health.program_stats = program_stats
+            .into_iter()
+            .map(|(n, runs, ns)| (n.to_owned(), (runs, ns)))
+            .collect();
+        view.health.last_evaluation_ms = now_ms();
+    }
+}
+
+/// Sums window rows per (interface name, congestion control): (segments, retransmits).
+fn by_iface_cc(
+    rows: &[SocketRow],
+    name_of: &dyn Fn(u32) -> String,
+) -> BTreeMap<(String, String), (u64, u64)> {
+    let mut out: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for r in rows {
+        let name = name_of(r.socket.ifindex);
+        if name.is_empty() {
+            continue;
+        }
+        let e = out.entry((name, r.socket.cc.clone())).or_default();
+        e.0 += r.data_segs_sent;
+        e.1 += r.retransmits;
+    }
+    out
+}
+
+/// Drops since the agent started and in the last window, by interface name and reason.
+fn drop_views(
+    before: &[DropCount],
+    now: &[DropCount],
+    name_of: &dyn Fn(u32) -> String,
+    probe: Option<&DropProbe<'_>>,
+) -> Vec<DropView> {
+    if probe.is_none() {
+        return Vec::new();
+    }
+    let window = crate::kernel::drops::delta(before, now);
+    let mut out: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for d in now
+        .iter()
+        .filter(|d| !NOT_NETWORK_DROPS.contains(&d.reason.as_str()))
+    {
+        out.entry((name_of(d.ifindex), d.reason.clone()))
+            .or_default()
+            .0 += d.packets;
+    }
+    for d in window
+        .iter()
+        .filter(|d| !NOT_NETWORK_DROPS.contains(&d.reason.as_str()))
+    {
+        out.entry((name_of(d.ifindex), d.reason.clone()))
+            .or_default()
+            .1 += d.packets;
+    }
+    out.into_iter()
+        .map(|((interface, reason), (total, last))| DropView {
+            interface,
+            reason,
+            packets_total: total,
+            packets_last_window: last,
+        })
+        .collect()
+}

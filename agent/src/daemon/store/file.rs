@@ -1,0 +1,243 @@
+//! Who may read the history. It holds peers' endpoints, connections and findings, so
+//! the database, its write-ahead log and shared-memory index are the agent's alone
+//! (0600), or also readable by one configured group (0640); the directory netdoctor
+//! creates for them is 0700 (0750). Modes are set when the file is created and checked
+//! again at every open, so a file loosened by hand is tightened on the next start.
+//!
+//! SQLite creates the `-wal` and `-shm` files with the database file's mode, so setting
+//! it on the database before SQLite first opens it covers files created later too.
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::unistd::Gid;
+
+use super::StoreError;
+
+/// Who besides the agent's own user may read the history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Access {
+    /// A group whose members may read it; `None`: nobody else.
+    pub group: Option<Gid>,
+}
+
+impl Access {
+    /// Mode of the database files.
+    pub fn file_mode(self) -> u32 {
+        if self.group.is_some() {
+            0o640
+        } else {
+            0o600
+        }
+    }
+
+    fn dir_mode(self) -> u32 {
+        if self.group.is_some() {
+            0o750
+        } else {
+            0o700
+        }
+    }
+}
+
+/// The database's companion files, which hold the same data.
+pub fn companions(path: &Path) -> [PathBuf; 2] {
+    let with = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    [with("-wal"), with("-shm")]
+}
+
+/// Creates the missing parent directories and, when it does not exist yet, the database
+/// file itself with `access`'s mode, before SQLite opens it.
+pub fn prepare(path: &Path, access: Access) -> Result<(), StoreError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(access.dir_mode())
+                .create(dir)
+                .map_err(|source| StoreError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            set_group(dir, access).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(access.file_mode())
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(StoreError::Permissions {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Refuses a database file that belongs to another user: whoever owns it could read the
+/// history or hand the agent a crafted file.
+pub fn check_owner(path: &Path) -> Result<(), StoreError> {
+    let meta = std::fs::metadata(path).map_err(|source| StoreError::Permissions {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(StoreError::ForeignOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    Ok(())
+}
+
+/// Sets the database's and its companions' mode (and group) to `access`, tightening any
+/// that were loosened.
+pub fn restrict(path: &Path, access: Access) -> Result<(), StoreError> {
+    let [wal, shm] = companions(path);
+    for file in [path, &wal, &shm] {
+        let meta = match std::fs::metadata(file) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(StoreError::Permissions {
+                    path: file.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        let result = set_group(file, access).and_then(|()| {
+            if meta.permissions().mode() & 0o777 != access.file_mode() {
+                tracing::info!(
+                    path = %file.display(),
+                    "history database mode {:o} → {:o}",
+                    meta.permissions().mode() & 0o777,
+                    access.file_mode()
+                );
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(access.file_mode()))
+            } else {
+                Ok(())
+            }
+        });
+        result.map_err(|source| StoreError::Permissions {
+            path: file.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn set_group(path: &Path, access: Access) -> io::Result<()> {
+    match access.group {
+        Some(gid) => nix::unistd::chown(path, None, Some(gid)).map_err(io::Error::from),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::store::{Retention, Store};
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    /// The database and both companions, which must all exist while a store is open.
+    fn files(path: &Path) -> Vec<PathBuf> {
+        let mut all = vec![path.to_path_buf()];
+        all.extend(companions(path));
+        for f in &all {
+            assert!(f.exists(), "{} missing", f.display());
+        }
+        all
+    }
+
+    #[test]
+    fn history_is_private_and_stays_private() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state/history.db");
+        // A permissive umask, as a shell's 022 or worse, must not matter.
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o000));
+        let store = Store::open(&path, Retention::default());
+        nix::sys::stat::umask(old);
+        let store = store.expect("open");
+        assert_eq!(mode(dir.path().join("state").as_path()), 0o700);
+        for f in files(&path) {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
+        drop(store);
+
+        // Loosened by hand: tightened again at the next open.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let store = Store::open(&path, Retention::default()).expect("reopen");
+        for f in files(&path) {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
+        drop(store);
+    }
+
+    #[test]
+    fn a_configured_group_may_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.db");
+        // Our own primary group: chown to it needs no privilege.
+        let gid = nix::unistd::getegid();
+        let access = Access { group: Some(gid) };
+        let store = Store::open_with(&path, Retention::default(), access).expect("open");
+        for f in files(&path) {
+            assert_eq!(mode(&f), 0o640, "{}", f.display());
+            let meta = std::fs::metadata(&f).expect("metadata");
+            assert_eq!(meta.gid(), gid.as_raw(), "{}", f.display());
+        }
+        drop(store);
+        // Without the group again: private again.
+        let store = Store::open(&path, Retention::default()).expect("reopen");
+        for f in files(&path) {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
+        drop(store);
+    }
+
+    #[test]
+    fn a_database_another_user_owns_is_refused_untouched() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this as root: it chowns a file to another user"
+            );
+            println!("SKIP: needs root to give a file to another user");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.db");
+        drop(Store::open(&path, Retention::default()).expect("open"));
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::chown(&path, Some(nobody), None).expect("chown");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let err = Store::open(&path, Retention::default()).expect_err("must refuse");
+        assert!(
+            matches!(err, StoreError::ForeignOwner { owner: 65534, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("uid 65534"), "{err}");
+        assert_eq!(mode(&path), 0o666, "a refused file keeps its mode");
+    }
+}

@@ -1,0 +1,360 @@
+//! The lifecycle of findings: opened when a rule first reports them on an interface,
+//! refreshed while it keeps reporting them, resolved when it stops.
+//!
+//! A finding's identity is `(id, interface, subject)`, with no subject stored as `""`
+//! (so `Some("")` and `None` are the same identity). Each period a finding is active is
+//! one row; a finding that comes back after being resolved opens a new row.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rusqlite::{params, Row, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+
+use super::query::{Filter, PageSpec};
+use super::{to_u64, Page, Store, StoreError};
+use crate::rules::finding::{Finding, Severity};
+
+/// Whether a stored finding still holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingState {
+    /// Reported by the last evaluation of its interface.
+    Active,
+    /// No longer reported (or its interface went away); `resolved_ms` says since when.
+    Resolved,
+}
+
+/// Which findings a query returns, by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateFilter {
+    /// Only active findings (the default).
+    #[default]
+    Active,
+    /// Only resolved findings.
+    Resolved,
+    /// Both.
+    All,
+}
+
+/// A query for [`Store::findings`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingQuery {
+    /// Only findings of this interface.
+    pub interface: Option<String>,
+    /// Only findings in this state.
+    pub state: StateFilter,
+    /// Only findings still active at or after this time: `resolved_ms` is null or `>= since_ms`.
+    pub since_ms: Option<i64>,
+    /// Only findings opened at or before this time: `opened_ms <= until_ms`.
+    pub until_ms: Option<i64>,
+    /// Page size.
+    pub limit: u32,
+    /// Matching findings to skip.
+    pub offset: u32,
+}
+
+impl Default for FindingQuery {
+    /// Active findings of all interfaces, any time, the first 100.
+    fn default() -> Self {
+        FindingQuery {
+            interface: None,
+            state: StateFilter::Active,
+            since_ms: None,
+            until_ms: None,
+            limit: 100,
+            offset: 0,
+        }
+    }
+}
+
+/// A finding with its lifecycle, as the API serves it (`StoredFinding` in agent/API.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredFinding {
+    /// The rule's finding id, e.g. `mtu.tunnel_exceeds_underlay`.
+    pub id: String,
+    /// The interface it was found on.
+    pub interface: String,
+    /// What it is about when the rule applies per item (a peer, a flow); `null` otherwise.
+    pub subject: Option<String>,
+    /// Severity at the last evaluation that reported it.
+    pub severity: Severity,
+    /// Summary at the last evaluation that reported it.
+    pub summary: String,
+    /// Evidence at the last evaluation that reported it.
+    pub evidence: BTreeMap<String, serde_json::Value>,
+    /// The fix at the last evaluation that reported it.
+    pub fix: String,
+    /// Where to read more.
+    pub reference: Option<String>,
+    /// Active or resolved.
+    pub state: FindingState,
+    /// When it was first reported (ms since the epoch).
+    pub opened_ms: i64,
+    /// When it was last reported.
+    pub last_seen_ms: i64,
+    /// When it stopped being reported; `null` while active.
+    pub resolved_ms: Option<i64>,
+    /// How many evaluations reported it.
+    pub evaluations: u64,
+}
+
+/// The identity of a finding, as reported in [`Transitions`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FindingKey {
+    /// The rule's finding id.
+    pub id: String,
+    /// The interface.
+    pub interface: String,
+    /// The subject, if the rule applies per item.
+    pub subject: Option<String>,
+}
+
+/// What one [`Store::record`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transitions {
+    /// Findings that became active, in the order they were passed.
+    pub opened: Vec<FindingKey>,
+    /// Findings that were active and are not any more, by id then subject.
+    pub resolved: Vec<FindingKey>,
+}
+
+/// The columns [`Raw::from_row`] reads, in order.
+const COLUMNS: &str = "id, interface, subject, severity, summary, evidence, fix, reference, \
+                       opened_ms, last_seen_ms, resolved_ms, evaluations";
+
+/// Active first, then newest opened first; `row_id` keeps pages stable.
+const ORDER: &str = "resolved_ms IS NOT NULL, opened_ms DESC, row_id DESC";
+
+impl Store {
+    /// Records one evaluation of `interface` at `now_ms`, in one transaction: opens the
+    /// findings that are not active yet, refreshes the active ones (severity, summary,
+    /// evidence, fix, reference, `last_seen_ms`, `evaluations += 1`), and resolves the
+    /// interface's active findings that are absent from `findings`.
+    ///
+    /// If `findings` holds the same identity twice, the first one counts.
+    pub fn record(
+        &self,
+        interface: &str,
+        now_ms: i64,
+        findings: &[Finding],
+    ) -> Result<Transitions, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut out = Transitions::default();
+        {
+            // (id, subject) -> row_id of the interface's active findings.
+            let mut active: BTreeMap<(String, String), i64> = tx
+                .prepare_cached(
+                    "SELECT id, subject, row_id FROM findings \
+                     WHERE interface = ?1 AND resolved_ms IS NULL",
+                )?
+                .query_map([interface], |row| {
+                    Ok(((row.get(0)?, row.get(1)?), row.get(2)?))
+                })?
+                .collect::<Result<_, _>>()?;
+            let mut refresh = tx.prepare_cached(
+                "UPDATE findings SET severity = ?1, summary = ?2, evidence = ?3, fix = ?4, \
+                 reference = ?5, last_seen_ms = ?6, evaluations = evaluations + 1 \
+                 WHERE row_id = ?7",
+            )?;
+            let mut open = tx.prepare_cached(
+                "INSERT INTO findings (id, interface, subject, severity, summary, evidence, \
+                 fix, reference, opened_ms, last_seen_ms, evaluations) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 1)",
+            )?;
+            let mut seen = HashSet::new();
+            for f in findings {
+                let subject = f.subject.as_deref().unwrap_or("");
+                if !seen.insert((f.id.as_str(), subject)) {
+                    tracing::debug!(id = %f.id, interface, subject, "duplicate finding ignored");
+                    continue;
+                }
+                let evidence =
+                    serde_json::to_string(&f.evidence).map_err(|source| StoreError::Json {
+                        what: "finding evidence",
+                        source,
+                    })?;
+                let severity = f.severity.to_string();
+                match active.remove(&(f.id.clone(), subject.to_owned())) {
+                    Some(row_id) => {
+                        refresh.execute(params![
+                            severity,
+                            f.summary,
+                            evidence,
+                            f.fix,
+                            f.reference,
+                            now_ms,
+                            row_id
+                        ])?;
+                    }
+                    None => {
+                        open.execute(params![
+                            f.id,
+                            interface,
+                            subject,
+                            severity,
+                            f.summary,
+                            evidence,
+                            f.fix,
+                            f.reference,
+                            now_ms
+                        ])?;
+                        out.opened.push(key(&f.id, interface, subject));
+                    }
+                }
+            }
+            let mut resolve =
+                tx.prepare_cached("UPDATE findings SET resolved_ms = ?1 WHERE row_id = ?2")?;
+            for ((id, subject), row_id) in active {
+                resolve.execute(params![now_ms, row_id])?;
+                out.resolved.push(key(&id, interface, &subject));
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// The interface went away: resolves all its active findings at `now_ms`.
+    /// Returns how many were resolved.
+    pub fn resolve_interface(&self, interface: &str, now_ms: i64) -> Result<usize, StoreError> {
+        let conn = self.conn();
+        let n = conn.execute(
+            "UPDATE findings SET resolved_ms = ?1 WHERE interface = ?2 AND resolved_ms IS NULL",
+            params![now_ms, interface],
+        )?;
+        Ok(n)
+    }
+
+    /// Findings matching `q`: active ones first, then newest opened first. A finding
+    /// matches the range `[since_ms, until_ms]` if it was active at some point in it:
+    /// `opened_ms <= until_ms` and (`resolved_ms` is null or `resolved_ms >= since_ms`).
+    pub fn findings(&self, q: &FindingQuery) -> Result<Page<StoredFinding>, StoreError> {
+        let mut filter = Filter::default();
+        if let Some(interface) = &q.interface {
+            filter.bind("interface = ?", interface.clone());
+        }
+        match q.state {
+            StateFilter::Active => filter.require("resolved_ms IS NULL"),
+            StateFilter::Resolved => filter.require("resolved_ms IS NOT NULL"),
+            StateFilter::All => {}
+        }
+        if let Some(since) = q.since_ms {
+            filter.bind("(resolved_ms IS NULL OR resolved_ms >= ?)", since);
+        }
+        if let Some(until) = q.until_ms {
+            filter.bind("opened_ms <= ?", until);
+        }
+        let spec = PageSpec {
+            table: "findings",
+            columns: COLUMNS,
+            order: ORDER,
+            filter: &filter,
+            limit: q.limit,
+            offset: q.offset,
+        };
+        let (total, raws) = spec.fetch(&mut self.conn(), Raw::from_row)?;
+        Ok(Page {
+            total,
+            limit: q.limit,
+            offset: q.offset,
+            items: raws
+                .into_iter()
+                .map(Raw::decode)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// All active findings of all interfaces (for metrics), by interface, id and subject.
+    pub fn active_findings(&self) -> Result<Vec<StoredFinding>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM findings WHERE resolved_ms IS NULL \
+             ORDER BY interface, id, subject"
+        ))?;
+        let raws = stmt
+            .query_map([], Raw::from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        drop(stmt);
+        drop(conn);
+        raws.into_iter().map(Raw::decode).collect()
+    }
+}
+
+/// A [`FindingKey`] from stored columns (`""` is no subject).
+fn key(id: &str, interface: &str, subject: &str) -> FindingKey {
+    FindingKey {
+        id: id.to_owned(),
+        interface: interface.to_owned(),
+        subject: (!subject.is_empty()).then(|| subject.to_owned()),
+    }
+}
+
+/// A findings row as stored, before its JSON and text columns are decoded.
+struct Raw {
+    key: FindingKey,
+    severity: String,
+    summary: String,
+    evidence: String,
+    fix: String,
+    reference: Option<String>,
+    opened_ms: i64,
+    last_seen_ms: i64,
+    resolved_ms: Option<i64>,
+    evaluations: i64,
+}
+
+impl Raw {
+    /// Reads the [`COLUMNS`] of one row.
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Raw> {
+        let id: String = row.get(0)?;
+        let interface: String = row.get(1)?;
+        let subject: String = row.get(2)?;
+        Ok(Raw {
+            key: key(&id, &interface, &subject),
+            severity: row.get(3)?,
+            summary: row.get(4)?,
+            evidence: row.get(5)?,
+            fix: row.get(6)?,
+            reference: row.get(7)?,
+            opened_ms: row.get(8)?,
+            last_seen_ms: row.get(9)?,
+            resolved_ms: row.get(10)?,
+            evaluations: row.get(11)?,
+        })
+    }
+
+    /// Decodes the severity and the evidence.
+    fn decode(self) -> Result<StoredFinding, StoreError> {
+        let severity =
+            serde_json::from_value(serde_json::Value::String(self.severity)).map_err(|source| {
+                StoreError::Json {
+                    what: "finding severity",
+                    source,
+                }
+            })?;
+        let evidence = serde_json::from_str(&self.evidence).map_err(|source| StoreError::Json {
+            what: "finding evidence",
+            source,
+        })?;
+        Ok(StoredFinding {
+            id: self.key.id,
+            interface: self.key.interface,
+            subject: self.key.subject,
+            severity,
+            summary: self.summary,
+            evidence,
+            fix: self.fix,
+            reference: self.reference,
+            state: if self.resolved_ms.is_some() {
+                FindingState::Resolved
+            } else {
+                FindingState::Active
+            },
+            opened_ms: self.opened_ms,
+            last_seen_ms: self.last_seen_ms,
+            resolved_ms: self.resolved_ms,
+            evaluations: to_u64(self.evaluations),
+        })
+    }
+}

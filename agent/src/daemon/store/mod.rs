@@ -1,0 +1,282 @@
+//! History in SQLite: findings with their lifecycle, and per-interface samples.
+//!
+//! One [`Store`] owns one SQLite connection behind a mutex; the agent shares it behind an
+//! `Arc` between its tasks. Every method is a short, blocking call (a few milliseconds of
+//! disk I/O at most), so async callers run it with `tokio::task::spawn_blocking`.
+//!
+//! - `schema`: the tables, versioned with `PRAGMA user_version`.
+//! - `findings`: the lifecycle of findings (opened, refreshed, resolved) and queries.
+//! - `samples`: one time-series point per interface and window, for charts.
+//! - `retention`: how much history is kept, and pruning.
+//! - `query`: paged queries shared by findings and samples.
+//!
+//! Durability: the database runs in WAL mode with `synchronous=NORMAL`. A committed
+//! transaction is in the write-ahead log, which the OS keeps in its page cache even if
+//! the process is killed (`kill -9`, a panic, OOM): nothing committed is lost when the
+//! agent dies. Only a power loss or kernel crash can drop the last few transactions, and
+//! even then the database stays consistent. Every write is a single transaction.
+
+mod file;
+mod lifecycle;
+mod query;
+mod retention;
+mod samples;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode};
+use serde::{Deserialize, Serialize};
+
+pub use file::Access;
+pub use lifecycle::{
+    FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
+};
+pub use retention::{Pruned, Retention};
+pub use samples::{CcRetrans, Sample, SampleQuery};
+pub use schema::SCHEMA_VERSION;
+
+/// How long a writer waits for another connection's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Errors from the history database.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The directory that should hold the database could not be created.
+    #[error("creating the directory {path} for the history database: {source}")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file exists but is not an SQLite database (it was left untouched).
+    #[error(
+        "{path} is not an SQLite database (SQLite says: {source}); it was left untouched: \
+         move it away or choose another path for the history database"
+    )]
+    NotADatabase {
+        /// The file.
+        path: PathBuf,
+        /// What SQLite reported.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file is an SQLite database that belongs to another application.
+    #[error(
+        "{path} is an SQLite database of another application ({reason}); it was left \
+         untouched: choose another path for the history database"
+    )]
+    ForeignDatabase {
+        /// The file.
+        path: PathBuf,
+        /// Why it is not netdoctor's.
+        reason: String,
+    },
+    /// The database was written by a newer netdoctor with a schema this binary does not know.
+    #[error(
+        "{path} has schema version {found}, newer than this netdoctor understands \
+         (up to {supported}); it was left untouched: run a newer netdoctor or choose \
+         another path for the history database"
+    )]
+    TooNew {
+        /// The file.
+        path: PathBuf,
+        /// The database's `user_version`.
+        found: i64,
+        /// The newest schema version this binary knows.
+        supported: i64,
+    },
+    /// Opening or configuring the database failed.
+    #[error("opening the history database {path}: {source}")]
+    Open {
+        /// The file (`:memory:` for an in-memory database).
+        path: PathBuf,
+        /// What SQLite reported.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Applying a schema migration failed; the database stays at the previous version.
+    #[error("migrating the history database to schema version {version}: {source}")]
+    Migration {
+        /// The version the failed step would have produced.
+        version: i64,
+        /// What SQLite reported.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database file belongs to another user.
+    #[error(
+        "{path} belongs to uid {owner}, not to this process's user (uid {me}): refusing \
+         to trust a history database another user controls; remove it or choose another \
+         path"
+    )]
+    ForeignOwner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        me: u32,
+    },
+    /// Creating the database file or setting its permissions failed.
+    #[error("setting the permissions of the history database {path}: {source}")]
+    Permissions {
+        /// The file.
+        path: PathBuf,
+        /// The underlying OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A query or write failed.
+    #[error("history database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A value could not be encoded to, or decoded from, its JSON column.
+    #[error("history database: {what} is not valid JSON: {source}")]
+    Json {
+        /// Which value (e.g. "finding evidence").
+        what: &'static str,
+        /// What serde_json reported.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// One page of query results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// How many rows match the query, before `limit` and `offset`.
+    pub total: u64,
+    /// The page size asked for.
+    pub limit: u32,
+    /// How many matching rows were skipped.
+    pub offset: u32,
+    /// The rows of this page.
+    pub items: Vec<T>,
+}
+
+/// The agent's history: findings and samples in one SQLite database.
+///
+/// `Send + Sync`; share it behind an `Arc`. Calls are serialized on one connection.
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+    retention: Retention,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`, readable by this process's user only,
+    /// creating missing parent directories, and brings its schema up to date.
+    ///
+    /// A file that is not an SQLite database, that belongs to another application or
+    /// another user, or whose schema is newer than this binary's is refused with a clear
+    /// error and left as it was.
+    pub fn open(path: &Path, retention: Retention) -> Result<Store, StoreError> {
+        Self::open_with(path, retention, Access::default())
+    }
+
+    /// [`Store::open`] with the files readable by `access`'s group too.
+    pub fn open_with(
+        path: &Path,
+        retention: Retention,
+        access: Access,
+    ) -> Result<Store, StoreError> {
+        file::prepare(path, access)?;
+        file::check_owner(path)?;
+        let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
+        let store = Self::setup(conn, path, true, retention)?;
+        // After the checks, so a refused file keeps its mode; the WAL files exist now.
+        file::restrict(path, access)?;
+        Ok(store)
+    }
+
+    /// Opens a private, empty in-memory database (tests, `--no-history`).
+    pub fn open_in_memory(retention: Retention) -> Result<Store, StoreError> {
+        let path = Path::new(":memory:");
+        let conn = Connection::open_in_memory().map_err(|e| open_error(path, e))?;
+        Self::setup(conn, path, false, retention)
+    }
+
+    /// Checks the database is ours and not too new, configures the connection, migrates.
+    fn setup(
+        mut conn: Connection,
+        path: &Path,
+        file: bool,
+        retention: Retention,
+    ) -> Result<Store, StoreError> {
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| open_error(path, e))?;
+        // Read-only checks first: nothing is written to a file we are going to refuse
+        // (switching to WAL would rewrite its header).
+        schema::check(&conn, path)?;
+        if file {
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+                .map_err(|e| open_error(path, e))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode,
+                    "the history database could not switch to WAL mode"
+                );
+            }
+        }
+        // With WAL, NORMAL syncs at checkpoints only: committed transactions survive a
+        // killed process (the OS keeps the WAL), see the module documentation.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| open_error(path, e))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(|e| open_error(path, e))?;
+        schema::migrate(&mut conn, path)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            retention,
+        })
+    }
+
+    /// The retention this store prunes to.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// Runs `PRAGMA integrity_check`: `"ok"`, or SQLite's list of problems, one a line.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+        let lines = stmt
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(lines.join("\n"))
+    }
+
+    /// The connection. A panic while it was held cannot leave a half-done write behind
+    /// (an unfinished transaction rolls back when dropped), so a poisoned lock is reused.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Maps an error while opening `path`, singling out files that are not databases.
+fn open_error(path: &Path, source: rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => StoreError::NotADatabase { path, source },
+        _ => StoreError::Open { path, source },
+    }
+}
+
+/// Converts a `u64` count to SQLite's `i64`, saturating.
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Converts an SQLite count to `u64` (counts are never negative).
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}

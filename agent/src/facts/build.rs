@@ -1,0 +1,426 @@
+//! Turning configuration, the observation window and probe results into [`Facts`].
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use super::handshake::{handshake_since, now_unix};
+use super::tunnel::{family_name, ConfiguredTunnel};
+use super::underlay::{is_tunnel_kind, Underlay};
+use crate::facts::iface::{IfaceKind, Interface};
+use crate::facts::link::{self, LinkDetails};
+use crate::facts::wireguard::Device;
+use crate::facts::{
+    DropFacts, Facts, FlowFacts, Host, IfaceFacts, PeerFacts, TrafficFacts, TunnelFacts,
+};
+use crate::kernel::drops::{self, DropCount, DropProbe};
+use crate::kernel::packet;
+use crate::kernel::packet::flows::Flow;
+use crate::kernel::sockets::rates::SocketRow;
+use crate::kernel::views::{Direction, Encap};
+/// WireGuard and drop counters read at the start and at the end of the window (sockets
+/// have their own [`crate::kernel::sockets::rates::Baseline`]).
+#[derive(Debug)]
+pub struct Snapshot {
+    wireguard: Option<Device>,
+    drops: Vec<DropCount>,
+}
+
+impl Snapshot {
+    /// From WireGuard state and drop counts read by the caller.
+    pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
+        Snapshot { wireguard, drops }
+    }
+
+    /// Reads WireGuard counters and drop counts.
+    pub fn take(
+        tun: &ConfiguredTunnel,
+        drops: Option<&DropProbe<'_>>,
+    ) -> crate::facts::Result<Self> {
+        Ok(Snapshot {
+            wireguard: tun.wireguard.clone(),
+            drops: drops
+                .map(DropProbe::counts)
+                .transpose()?
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// The tunnel with its WireGuard state read again.
+pub fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
+    let mut t = tun.clone();
+    if t.wireguard.is_some() {
+        if let Ok(Some(dev)) = crate::facts::wireguard::query_uapi_or_cli(&tun_name(tun)) {
+            t.wireguard = Some(dev);
+        }
+    }
+    t
+}
+
+fn tun_name(tun: &ConfiguredTunnel) -> String {
+    tun.wireguard
+        .as_ref()
+        .map(|d| d.name.clone())
+        .unwrap_or_default()
+}
+
+/// Everything gathered during one diagnosis.
+pub struct Observation<'a> {
+    pub me: &'a Interface,
+    pub details: &'a LinkDetails,
+    pub all: &'a [Interface],
+    pub tun: &'a ConfiguredTunnel,
+    pub underlay: &'a Underlay,
+    /// What the data plane counted during the window.
+    pub window: &'a packet::Snapshot,
+    /// Every local TCP connection over the window (None: socket telemetry unavailable).
+    pub sockets: Option<&'a [SocketRow]>,
+    pub start: &'a Snapshot,
+    pub end: &'a Snapshot,
+    pub elapsed: Duration,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Observation<'_> {
+    /// Builds the facts document (probe facts are added later).
+    /// When the window began, in Unix seconds (rounded down, as handshake times are).
+    pub fn window_start_unix(&self) -> i64 {
+        now_unix() - self.elapsed.as_secs_f64().ceil() as i64
+    }
+
+    /// The facts of the window. WireGuard handshakes in flight when it ended get their
+    /// grace first ([`super::handshake::settle`]), so one that completes is not stale.
+    pub async fn facts(&self) -> crate::facts::Result<Facts> {
+        let mut facts = self.read().await?;
+        super::handshake::settle(self.tun, &mut facts.peers, self.window_start_unix()).await;
+        Ok(facts)
+    }
+
+    async fn read(&self) -> crate::facts::Result<Facts> {
+        let all_flows = &self.window.flows;
+        let mine: Vec<&Flow> = all_flows
+            .iter()
+            .filter(|f| f.ifindex == self.me.index)
+            .collect();
+        let counters = self.window.counters(self.me.index);
+
+        // The underlay is the watched interface that carried the tunnel's traffic.
+        let tunnel_flow = |f: &&Flow| {
+            self.tun.encap.is_some_and(|e| f.encap == e)
+                || (self.tun.port != 0
+                    && f.protocol == 17
+                    && (f.src_port == self.tun.port || f.dst_port == self.tun.port))
+        };
+        let outer: Vec<&Flow> = all_flows
+            .iter()
+            .filter(|f| {
+                f.ifindex != self.me.index
+                    && self.underlay.watch.iter().any(|u| u.index == f.ifindex)
+            })
+            .filter(tunnel_flow)
+            .collect();
+        let underlay_iface = self.underlay.iface.clone().or_else(|| {
+            let busiest = outer.iter().max_by_key(|f| f.bytes)?.ifindex;
+            self.all.iter().find(|i| i.index == busiest).cloned()
+        });
+
+        let mut endpoints: Vec<SocketAddr> = self.tun.endpoints.clone();
+        if endpoints.is_empty() {
+            for f in outer.iter().filter(|f| f.direction == Direction::Egress) {
+                let ep = SocketAddr::new(f.dst, f.dst_port);
+                if !endpoints.contains(&ep) {
+                    endpoints.push(ep);
+                }
+            }
+        }
+        let route_mtu = match (self.underlay.route_mtu, &underlay_iface) {
+            (Some(m), _) => i64::from(m),
+            (None, Some(i)) => i64::from(i.mtu),
+            (None, None) => -1,
+        };
+        let family = if endpoints.iter().any(|e| family_name(e.ip()) == "ipv6") {
+            "ipv6"
+        } else {
+            "ipv4"
+        };
+        let fam = crate::facts::overhead::Family::from_name(family);
+        let at_mtu = u32::try_from(route_mtu)
+            .ok()
+            .filter(|m| *m > 0)
+            .unwrap_or(1500);
+        let overhead = self
+            .tun
+            .kind
+            .map(|k| i64::from(crate::facts::overhead::overhead(k, fam, at_mtu)));
+        let max_seg = |flows: &mut dyn Iterator<Item = &&Flow>, dir: Direction| {
+            flows
+                .filter(|f| f.direction == dir)
+                .map(|f| i64::from(f.max_segment))
+                .max()
+                .unwrap_or(0)
+        };
+        let underlay_counters = underlay_iface
+            .as_ref()
+            .map(|u| self.window.counters(u.index))
+            .unwrap_or_default();
+        // Overhead at full size, in a direction where full-size inner packets flowed and
+        // the underlay did not fragment them: smaller packets carry WireGuard's padding to
+        // 16 bytes, and a fragment's size says nothing about the overhead. tinc sends its
+        // own path-MTU probes of any size on the data flow, so its largest outer packet
+        // says nothing either.
+        let full_size = i64::from(self.me.mtu) - 16;
+        let probes_on_data_flow = self.tun.encap == Some(Encap::Tinc);
+        let measured = [Direction::Egress, Direction::Ingress]
+            .into_iter()
+            .filter_map(|dir| {
+                let c = match dir {
+                    Direction::Egress => &underlay_counters.egress,
+                    Direction::Ingress => &underlay_counters.ingress,
+                };
+                let o = max_seg(&mut outer.iter(), dir);
+                let i = max_seg(&mut mine.iter(), dir);
+                let unfragmented = c.fragments() == 0;
+                (!probes_on_data_flow && unfragmented && i >= full_size && o > i).then_some(o - i)
+            })
+            .max()
+            .unwrap_or(-1);
+        let bond = match &underlay_iface {
+            Some(u) if u.kind == IfaceKind::Bond => {
+                link::details(u.index).await.ok().and_then(|d| d.bond)
+            }
+            _ => None,
+        };
+        let tunnel = TunnelFacts {
+            present: self.tun.kind.is_some(),
+            kind: self
+                .tun
+                .encap
+                .map(|e| format!("{e:?}").to_lowercase())
+                .unwrap_or_default(),
+            family: family.into(),
+            overhead_expected: overhead.unwrap_or(-1),
+            overhead_measured: measured,
+            underlay_iface: underlay_iface
+                .as_ref()
+                .map(|u| u.name.clone())
+                .unwrap_or_default(),
+            underlay_mtu: route_mtu,
+            path_mtu: -1,
+            effective_underlay_mtu: route_mtu,
+            max_mtu: match self.tun.kind {
+                Some(k) if route_mtu > 0 => {
+                    i64::from(crate::facts::overhead::max_tunnel_mtu(k, fam, at_mtu))
+                }
+                _ => -1,
+            },
+            port: i64::from(self.tun.port),
+            endpoints: endpoints.iter().map(ToString::to_string).collect(),
+            daemon: self
+                .tun
+                .daemon
+                .as_ref()
+                .map(|d| d.command.clone())
+                .unwrap_or_default(),
+            underlay_fragments: to_i64(underlay_counters.fragments()),
+            underlay_bond_policy: bond
+                .as_ref()
+                .map(|b| b.xmit_hash_policy.clone())
+                .unwrap_or_default(),
+            underlay_bond_mode: bond.as_ref().map(|b| b.mode.clone()).unwrap_or_default(),
+        };
+
+        let peers = self.peers(&endpoints, &outer);
+
+        let mss_limit = i64::from(self.me.mtu) - 40;
+        let syn: Vec<&&Flow> = mine
+            .iter()
+            .filter(|f| f.direction == Direction::Egress && f.syn_mss.is_some())
+            .collect();
+        let limit_for = |f: &Flow| {
+            if f.src.is_ipv4() {
+                mss_limit
+            } else {
+                i64::from(self.me.mtu) - 60
+            }
+        };
+        let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
+        let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum();
+        let tcp_retransmits: u64 = tcp.iter().map(|f| u64::from(f.retransmits)).sum();
+        let traffic = TrafficFacts {
+            duration_s: self.elapsed.as_secs_f64(),
+            rx_segments: to_i64(counters.ingress.segments),
+            tx_segments: to_i64(counters.egress.segments),
+            df_over_mtu: to_i64(counters.ingress.df_over_mtu + counters.egress.df_over_mtu),
+            fragments: to_i64(counters.fragments()),
+            too_big_received: to_i64(
+                counters.ingress.icmp_frag_needed + counters.ingress.icmp6_packet_too_big,
+            ),
+            max_segment_out: max_seg(&mut mine.iter(), Direction::Egress),
+            syn_mss_max: syn
+                .iter()
+                .filter_map(|f| f.syn_mss)
+                .map(i64::from)
+                .max()
+                .unwrap_or(0),
+            mss_limit,
+            syn_mss_over_limit: syn
+                .iter()
+                .filter(|f| f.syn_mss.map(i64::from).unwrap_or(0) > limit_for(f))
+                .count() as i64,
+            tcp_segments: to_i64(tcp_segments),
+            tcp_retransmits: to_i64(tcp_retransmits),
+            tcp_retrans_ratio: if tcp_segments > 0 {
+                tcp_retransmits as f64 / tcp_segments as f64
+            } else {
+                0.0
+            },
+        };
+
+        let flows = match self.sockets {
+            Some(rows) => rows
+                .iter()
+                .filter(|r| r.socket.ifindex == self.me.index)
+                .map(|r| FlowFacts {
+                    name: format!("{} -> {}", r.socket.local, r.socket.remote),
+                    cc: r.socket.cc.clone(),
+                    data_segs_sent: to_i64(r.data_segs_sent),
+                    retransmits: to_i64(r.retransmits),
+                    retrans_ratio: r.retrans_ratio,
+                    full_size_retransmits: to_i64(r.full_size_retransmits),
+                    small_retransmits: to_i64(r.small_retransmits),
+                    pmtu: i64::from(r.socket.pmtu),
+                    mss: i64::from(r.socket.mss),
+                    srtt_ms: f64::from(r.socket.srtt_us) / 1000.0,
+                    throughput_bps: r.throughput_bps,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+
+        let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
+        for d in drops::delta(&self.start.drops, &self.end.drops)
+            .iter()
+            .filter(|d| d.ifindex == self.me.index)
+        {
+            *by_reason.entry(d.reason.clone()).or_default() += to_i64(d.packets);
+        }
+        let reason = |r: &str| by_reason.get(r).copied().unwrap_or(0);
+        let drops = DropFacts {
+            total: by_reason.values().sum(),
+            forwarding: reason("IP_INADDRERRORS"),
+            rpfilter: reason("IP_RPFILTER"),
+            too_big: reason("PKT_TOO_BIG"),
+            by_reason: by_reason.clone(),
+        };
+
+        let lan_mtu = self
+            .all
+            .iter()
+            .filter(|i| {
+                i.index != self.me.index
+                    && i.up
+                    && i.kind != IfaceKind::Loopback
+                    && !is_tunnel_kind(&i.kind)
+            })
+            .filter(|i| underlay_iface.as_ref().is_none_or(|u| u.index != i.index))
+            .map(|i| i64::from(i.mtu))
+            .max()
+            .unwrap_or(0);
+        Ok(Facts {
+            iface: IfaceFacts {
+                name: self.me.name.clone(),
+                index: self.me.index,
+                kind: self.me.kind.to_string(),
+                mtu: i64::from(self.me.mtu),
+                up: self.me.up,
+                addresses: self.details.addresses.clone(),
+                is_tunnel: is_tunnel_kind(&self.me.kind),
+                lan_mtu,
+            },
+            tunnel,
+            peers,
+            host: Host::read(&self.me.name),
+            traffic,
+            flows,
+            drops,
+            probe: crate::facts::ProbeFacts {
+                path_mtu: -1,
+                ..Default::default()
+            },
+        })
+    }
+
+    fn peers(&self, endpoints: &[SocketAddr], outer: &[&Flow]) -> Vec<PeerFacts> {
+        let wg_count = |ip: IpAddr,
+                        dir: Direction,
+                        pick: fn(&crate::kernel::packet::flows::WireguardMessages) -> u32|
+         -> i64 {
+            outer
+                .iter()
+                .filter(|f| {
+                    f.direction == dir
+                        && (if dir == Direction::Egress {
+                            f.dst
+                        } else {
+                            f.src
+                        }) == ip
+                })
+                .map(|f| i64::from(pick(&f.wireguard)))
+                .sum()
+        };
+        let window_start = self.window_start_unix();
+        if let (Some(before), Some(after)) = (&self.start.wireguard, &self.end.wireguard) {
+            return after
+                .peers
+                .iter()
+                .map(|p| {
+                    let prev = before.peers.iter().find(|b| b.public_key == p.public_key);
+                    let ip = p.endpoint.map(|e| e.ip());
+                    PeerFacts {
+                        name: p.public_key.clone(),
+                        endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
+                        family: ip.map(|i| family_name(i).to_owned()).unwrap_or_default(),
+                        allowed_ips: p.allowed_ips.clone(),
+                        handshake_age_s: if p.last_handshake_unix == 0 {
+                            -1
+                        } else {
+                            (now_unix() - p.last_handshake_unix as i64).max(0)
+                        },
+                        keepalive_s: i64::from(p.persistent_keepalive),
+                        tx_bytes_delta: to_i64(
+                            p.tx_bytes.saturating_sub(prev.map_or(0, |b| b.tx_bytes)),
+                        ),
+                        rx_bytes_delta: to_i64(
+                            p.rx_bytes.saturating_sub(prev.map_or(0, |b| b.rx_bytes)),
+                        ),
+                        initiations_sent: ip
+                            .map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
+                        responses_received: ip
+                            .map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
+                        handshake_in_window: ip.is_some_and(|ip| {
+                            wg_count(ip, Direction::Ingress, |w| w.response) > 0
+                                || wg_count(ip, Direction::Egress, |w| w.response) > 0
+                        }) || handshake_since(p, window_start),
+                        path_mtu: -1,
+                        blackhole: false,
+                    }
+                })
+                .collect();
+        }
+        endpoints
+            .iter()
+            .map(|ep| PeerFacts {
+                name: ep.to_string(),
+                endpoint: ep.to_string(),
+                family: family_name(ep.ip()).into(),
+                handshake_age_s: -1,
+                path_mtu: -1,
+                ..PeerFacts::default()
+            })
+            .collect()
+    }
+}

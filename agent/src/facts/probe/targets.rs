@@ -1,0 +1,84 @@
+//! Where a diagnosis probes the path MTU, and what the results change in the facts.
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::ProbeResult;
+use crate::facts::iface::Interface;
+use crate::facts::tunnel::ConfiguredTunnel;
+use crate::facts::underlay::Underlay;
+use crate::facts::Facts;
+
+/// Where to probe: each tunnel endpoint over the underlay, then remote ends of
+/// connections retransmitting full-size segments, through the interface.
+pub fn probe_targets(
+    facts: &Facts,
+    underlay: &Underlay,
+    me: &Interface,
+) -> Vec<(String, IpAddr, u32)> {
+    let mut targets = Vec::new();
+    let underlay_mtu = u32::try_from(facts.tunnel.underlay_mtu)
+        .ok()
+        .filter(|m| *m > 0);
+    for ep in facts
+        .tunnel
+        .endpoints
+        .iter()
+        .filter_map(|e| e.parse::<SocketAddr>().ok())
+    {
+        let max = underlay_mtu.or(underlay.route_mtu).unwrap_or(1500);
+        targets.push((format!("endpoint {ep}"), ep.ip().to_canonical(), max));
+    }
+    for f in facts.flows.iter().filter(|f| f.full_size_retransmits > 0) {
+        if let Some(remote) = f
+            .name
+            .rsplit(" -> ")
+            .next()
+            .and_then(|r| r.parse::<SocketAddr>().ok())
+        {
+            let ip = remote.ip().to_canonical();
+            if !targets.iter().any(|(_, t, _)| *t == ip) {
+                targets.push((format!("flow {}", f.name), ip, me.mtu));
+            }
+        }
+    }
+    targets
+}
+
+/// Adds probe results to the facts: per peer, for the tunnel, and in `probe`.
+pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(String, ProbeResult)]) {
+    // A probe that met random loss gives only a lower bound: no MTU conclusion from it.
+    let answered: Vec<&(String, ProbeResult)> = results
+        .iter()
+        .filter(|(_, r)| r.path_mtu.is_some() && !r.lossy)
+        .collect();
+    facts.probe.lossy = results.iter().any(|(_, r)| r.lossy);
+    for (label, r) in &answered {
+        let mtu = r.path_mtu.map_or(-1, i64::from);
+        if let Some(ep) = label.strip_prefix("endpoint ") {
+            for p in facts.peers.iter_mut().filter(|p| p.endpoint == ep) {
+                p.path_mtu = mtu;
+                p.blackhole = r.blackhole;
+            }
+            if facts.tunnel.path_mtu < 0 || mtu < facts.tunnel.path_mtu {
+                facts.tunnel.path_mtu = mtu;
+            }
+        }
+    }
+    if let (Ok(path_mtu), Some(kind)) = (u32::try_from(facts.tunnel.path_mtu), tun.kind) {
+        if path_mtu > 0 {
+            let fam = crate::facts::overhead::Family::from_name(&facts.tunnel.family);
+            facts.tunnel.effective_underlay_mtu = i64::from(path_mtu);
+            facts.tunnel.overhead_expected =
+                i64::from(crate::facts::overhead::overhead(kind, fam, path_mtu));
+            facts.tunnel.max_mtu =
+                i64::from(crate::facts::overhead::max_tunnel_mtu(kind, fam, path_mtu));
+        }
+    }
+    if let Some((_, first)) = answered.iter().min_by_key(|(_, r)| r.path_mtu) {
+        facts.probe.ran = true;
+        facts.probe.target = first.target.to_string();
+        facts.probe.path_mtu = first.path_mtu.map_or(-1, i64::from);
+    }
+    facts.probe.blackhole = answered.iter().any(|(_, r)| r.blackhole);
+    facts.probe.too_big_reported = answered.iter().any(|(_, r)| !r.too_big.is_empty());
+}

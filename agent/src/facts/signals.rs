@@ -1,0 +1,150 @@
+//! Which signals a diagnosis has on this kernel, and which facts it lacks without them.
+//!
+//! Every BPF program is optional: one that cannot load or attach costs its signal, named in
+//! one warning line on stderr and one line in the report's notes, and the facts only it
+//! gives become "missing", so the rules that need them are reported as not evaluated
+//! (see [`crate::rules::evaluate_partial`]) instead of passing on zeros.
+
+use std::mem::MaybeUninit;
+
+use super::underlay::Underlay;
+use crate::facts::iface::Interface;
+use crate::kernel::drops::DropProbe;
+use crate::kernel::packet::{Dataplane, Options};
+use crate::kernel::sockets::SocketProbes;
+
+/// Facts only the packet data plane observes (rules' names for them).
+const DATAPLANE_FACTS: [&str; 5] = [
+    "traffic",
+    "tunnel.overhead_measured",
+    "tunnel.underlay_fragments",
+    "peer.initiations_sent",
+    "peer.responses_received",
+];
+
+/// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).
+const DROP_REASON_FACTS: [&str; 4] = [
+    "drops.forwarding",
+    "drops.rpfilter",
+    "drops.too_big",
+    "drops.by_reason",
+];
+
+/// Facts that need the retransmission tracepoint (full-size vs. short retransmissions).
+const RETRANSMIT_FACTS: [&str; 2] = ["flow.full_size_retransmits", "flow.small_retransmits"];
+
+/// Records an unavailable signal: one warning on stderr, one note in the report.
+pub(crate) fn note(notes: &mut Vec<String>, text: String) {
+    tracing::warn!("{text}");
+    notes.push(text);
+}
+
+/// The packet data plane attached to `me` (and its underlay candidates), or `None`, noted,
+/// when it cannot load or attach to `me` here.
+pub(crate) fn packet_dataplane<'obj>(
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    options: Options,
+    me: &Interface,
+    underlay: &Underlay,
+    notes: &mut Vec<String>,
+) -> Option<Dataplane<'obj>> {
+    let lost = "traffic counters, fragments, measured overhead and WireGuard handshakes on the wire are not observed";
+    let mut dp = match Dataplane::load(storage, options) {
+        Ok(dp) => dp,
+        Err(e) => {
+            note(
+                notes,
+                format!("packet data plane unavailable (loading: {e}): {lost}"),
+            );
+            return None;
+        }
+    };
+    if let Err(e) = dp.attach(&me.target()) {
+        note(
+            notes,
+            format!("packet data plane unavailable ({e}): {lost}"),
+        );
+        return None;
+    }
+    for u in underlay.watch.iter().filter(|u| u.index != me.index) {
+        if let Err(e) = dp.attach(&u.target()) {
+            notes.push(format!(
+                "could not watch the underlay candidate {}: {e}",
+                u.name
+            ));
+        }
+    }
+    Some(dp)
+}
+
+/// Loads the socket and drop probes, each optional: what this kernel lacks becomes a note
+/// saying what the findings lose (the agent shows the same notes in `/readyz`).
+pub(crate) fn load_probes<'obj>(
+    sock_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    drop_storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    notes: &mut Vec<String>,
+) -> (Option<SocketProbes<'obj>>, Option<DropProbe<'obj>>) {
+    let sockets = match SocketProbes::load(sock_storage) {
+        Ok(s) => {
+            for what in s.signals().missing() {
+                note(notes, format!("{what} on this kernel"));
+            }
+            Some(s)
+        }
+        Err(e) => {
+            note(
+                notes,
+                format!(
+                    "socket telemetry unavailable ({e}): flow findings are based on packets only"
+                ),
+            );
+            None
+        }
+    };
+    let drops = match DropProbe::load(drop_storage) {
+        Ok(Some(d)) => {
+            if !d.has_reasons() {
+                note(notes, "drop reasons unavailable: this kernel's kfree_skb tracepoint reports no reason (Linux < 5.17); drops are counted without reasons".into());
+            }
+            Some(d)
+        }
+        Ok(None) => {
+            note(
+                notes,
+                "this kernel has no kfree_skb BTF tracepoint: drop reasons unavailable".into(),
+            );
+            None
+        }
+        Err(e) => {
+            note(notes, format!("drop reasons unavailable: {e}"));
+            None
+        }
+    };
+    (sockets, drops)
+}
+
+/// The facts a diagnosis (or the agent) lacks, given the signals it has.
+pub(crate) fn missing_facts(
+    dataplane: bool,
+    sockets: Option<&SocketProbes<'_>>,
+    drops: Option<&DropProbe<'_>>,
+) -> Vec<String> {
+    let mut missing: Vec<&str> = Vec::new();
+    if !dataplane {
+        missing.extend(DATAPLANE_FACTS);
+    }
+    match sockets.map(SocketProbes::signals) {
+        Some(s) if s.snapshots => {
+            if !s.retransmits {
+                missing.extend(RETRANSMIT_FACTS);
+            }
+        }
+        _ => missing.push("flows"),
+    }
+    match drops {
+        None => missing.push("drops"),
+        Some(d) if !d.has_reasons() => missing.extend(DROP_REASON_FACTS),
+        Some(_) => {}
+    }
+    missing.into_iter().map(String::from).collect()
+}

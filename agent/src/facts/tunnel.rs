@@ -1,0 +1,206 @@
+//! What tunnel an interface carries as configured ([`ConfiguredTunnel`]) and where its
+//! endpoints are. (What the data plane sees of it on the underlay is
+//! [`crate::kernel::packet::tunnel_traffic`]; what rules read, [`super::TunnelFacts`].)
+
+use std::net::{IpAddr, SocketAddr};
+
+use crate::facts::iface::{IfaceKind, Interface, LinkType};
+use crate::facts::link::LinkDetails;
+use crate::facts::overhead::TunnelType;
+use crate::facts::process::{self, TunOwner};
+use crate::facts::wireguard::{self, Device};
+use crate::facts::{tinc, trusted};
+use crate::kernel::views::Encap;
+
+/// The tunnel as configured, before observation.
+#[derive(Debug, Clone, Default)]
+pub struct ConfiguredTunnel {
+    /// Known kind, None if the interface is not a tunnel netdoctor understands.
+    pub kind: Option<TunnelType>,
+    /// Encapsulation as the data plane names it on the underlay.
+    pub encap: Option<Encap>,
+    /// Remote endpoints known from configuration.
+    pub endpoints: Vec<SocketAddr>,
+    /// Local UDP port of the tunnel (0 if unknown).
+    pub port: u16,
+    /// WireGuard device state, when a UAPI socket answered.
+    pub wireguard: Option<Device>,
+    /// The daemon serving a TUN/TAP device.
+    pub daemon: Option<TunOwner>,
+    /// What could not be learned, and why (for the report's notes).
+    pub notes: Vec<String>,
+}
+
+fn kind_from_daemon(
+    owner: &TunOwner,
+    tap: bool,
+    notes: &mut Vec<String>,
+) -> (Option<TunnelType>, Option<Encap>) {
+    let cmd = owner.command.to_lowercase();
+    if cmd.starts_with("tinc") {
+        // Debian and most distributions ship tinc 1.0 (legacy protocol); 1.1 speaks SPTPS.
+        let sptps = match tinc::version_of(owner.pid) {
+            Ok(Some(v)) => tinc::speaks_sptps(&v),
+            Ok(None) => false,
+            Err(why) => {
+                notes.push(format!(
+                    "tinc's version is unknown, so its overhead assumes tinc 1.0: its binary \
+                     (pid {}) was not read because {why}",
+                    owner.pid
+                ));
+                false
+            }
+        };
+        let kind = if sptps {
+            TunnelType::TincSptps { switch: tap }
+        } else {
+            TunnelType::TincLegacy
+        };
+        (Some(kind), Some(Encap::Tinc))
+    } else if cmd.starts_with("fastd") {
+        (
+            Some(TunnelType::Fastd {
+                tap,
+                null_method: fastd_null_only(owner, notes),
+            }),
+            Some(Encap::Fastd),
+        )
+    } else if cmd.contains("wireguard") || cmd.contains("boringtun") {
+        (Some(TunnelType::Wireguard), Some(Encap::Wireguard))
+    } else {
+        (None, Some(Encap::Other))
+    }
+}
+
+/// fastd configurations are a few kilobytes.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// True if fastd's configuration offers only the `null` method (1 byte of framing instead
+/// of 24): `method "null";` lines and no other method. The file is read only for a daemon
+/// running as root, and only if root owns it and nobody else may write it.
+fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
+    let Some(path) = owner.config_file() else {
+        return false;
+    };
+    let skipped = |why: String| {
+        format!(
+            "fastd's configuration {} was not read, so its overhead assumes an encrypting \
+             method: {why}",
+            path.display()
+        )
+    };
+    if owner.uid != 0 {
+        notes.push(skipped(format!(
+            "the daemon (pid {}) runs as uid {}, not root",
+            owner.pid, owner.uid
+        )));
+        return false;
+    }
+    let text = match trusted::read_root_owned(&path, MAX_CONFIG) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(why) => {
+            notes.push(skipped(why.to_string()));
+            return false;
+        }
+    };
+    let methods: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default().trim())
+        .filter_map(|l| l.strip_prefix("method"))
+        .map(|rest| rest.trim().trim_end_matches(';').trim().trim_matches('"'))
+        .collect();
+    !methods.is_empty() && methods.iter().all(|m| *m == "null")
+}
+
+impl ConfiguredTunnel {
+    /// The UDP port the data plane must be told about: the data plane recognises WireGuard,
+    /// VXLAN and GENEVE by themselves, but fastd, tinc and other daemons only by port.
+    pub fn port_to_recognise(&self) -> Option<crate::kernel::packet::TunnelPort> {
+        let encap = self.encap?;
+        (self.port != 0 && matches!(encap, Encap::Fastd | Encap::Tinc | Encap::Other)).then_some(
+            crate::kernel::packet::TunnelPort {
+                port: self.port,
+                encap,
+            },
+        )
+    }
+}
+
+/// Identifies the tunnel behind `iface`.
+pub fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
+    match iface.kind {
+        IfaceKind::Wireguard => {
+            let mut notes = Vec::new();
+            let dev = wireguard::query_uapi_or_cli(&iface.name).unwrap_or_else(|e| {
+                notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
+                None
+            });
+            let endpoints = dev
+                .as_ref()
+                .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
+                .unwrap_or_default();
+            ConfiguredTunnel {
+                kind: Some(TunnelType::Wireguard),
+                encap: Some(Encap::Wireguard),
+                endpoints,
+                port: dev.as_ref().map_or(0, |d| d.listen_port),
+                wireguard: dev,
+                daemon: None,
+                notes,
+            }
+        }
+        IfaceKind::Vxlan | IfaceKind::Geneve => {
+            let (overlay, kind, encap) = match &details.vxlan {
+                Some(v) => (v.clone(), TunnelType::Vxlan, Encap::Vxlan),
+                None => (
+                    details.geneve.clone().unwrap_or_default(),
+                    TunnelType::Geneve { options: 0 },
+                    Encap::Geneve,
+                ),
+            };
+            ConfiguredTunnel {
+                kind: Some(kind),
+                encap: Some(encap),
+                endpoints: overlay
+                    .remote
+                    .filter(|r| !r.is_multicast())
+                    .map(|r| SocketAddr::new(r, overlay.port))
+                    .into_iter()
+                    .collect(),
+                port: overlay.port,
+                wireguard: None,
+                daemon: None,
+                notes: Vec::new(),
+            }
+        }
+        IfaceKind::Tun | IfaceKind::Tap => {
+            let owner = process::tun_owner(&iface.name);
+            let mut notes = Vec::new();
+            let (kind, encap) = owner.as_ref().map_or((None, None), |o| {
+                kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
+            });
+            ConfiguredTunnel {
+                kind,
+                encap,
+                endpoints: Vec::new(),
+                port: owner
+                    .as_ref()
+                    .and_then(|o| o.udp_ports.first().copied())
+                    .unwrap_or(0),
+                wireguard: None,
+                daemon: owner,
+                notes,
+            }
+        }
+        _ => ConfiguredTunnel::default(),
+    }
+}
+
+/// The address family name facts use.
+pub fn family_name(ip: IpAddr) -> &'static str {
+    if ip.to_canonical().is_ipv4() {
+        "ipv4"
+    } else {
+        "ipv6"
+    }
+}

@@ -1,0 +1,23 @@
+//! The kernel side: the BPF programs of `ebpf/` (skeletons in [`bpf`]), loaded against
+//! this kernel's BTF ([`btf`]), with the features it has ([`features`]), attached to
+//! interfaces ([`attach`]), and read back through views of their C structs ([`views`]):
+//!
+//! - [`packet`]: the packet data plane on XDP/tc: per-interface counters, flows, tunnel
+//!   traffic on underlays, ICMP too-big reports;
+//! - [`sockets`]: per-connection TCP telemetry (iter/tcp, tp_btf);
+//! - [`drops`]: packets the kernel drops, by reason.
+//!
+//! Nothing here knows about facts or rules: this layer counts, the next one interprets.
+
+pub mod attach;
+pub mod bpf;
+pub mod btf;
+pub mod drops;
+mod error;
+pub mod features;
+pub mod packet;
+pub mod sockets;
+pub mod sysctl;
+pub mod views;
+
+pub use error::{Error, Result};

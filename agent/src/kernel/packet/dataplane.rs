@@ -1,0 +1,378 @@
+//! The packet data plane: loads `ebpf/packet.bpf.c`, attaches it to interfaces and reads
+//! its maps into plain Rust types.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+
+use super::options::{Hooks, IngressHook, LinkType, Options, ProgramKind, Target, TunnelPort};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
+
+use crate::kernel::attach::{self, AttachMethod, Attachment, XdpMode};
+use crate::kernel::bpf::packet::{PacketSkel, PacketSkelBuilder};
+use crate::kernel::error::{Error, Result};
+use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
+use crate::kernel::packet::flow_cache::{self, SlotView};
+use crate::kernel::views::{decode, encode, nd_iface_dir};
+
+/// Mirrors `ND_MAX_IFACES` in netdoctor.h.
+pub const MAX_IFACES: usize = 256;
+/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in netdoctor.h.
+const SLOT_ARRAY_IFINDEX: u32 = 65536;
+/// Mirrors `ND_MAX_USER_PORTS` in netdoctor.h.
+pub const MAX_TUNNEL_PORTS: usize = 8;
+/// Names of the packet programs, as the kernel reports them (used to find leftovers).
+const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];
+
+struct Attached {
+    hooks: Hooks,
+    _attachments: Vec<Attachment>,
+}
+
+/// The loaded data plane. Dropping it detaches everything.
+pub struct Dataplane<'obj> {
+    pub(super) skel: PacketSkel<'obj>,
+    attached: HashMap<u32, Attached>,
+    /// Counter slot of each watched interface (behind a lock so that watching needs no
+    /// exclusive borrow, like every other map operation).
+    slots: std::sync::Mutex<HashMap<u32, u32>>,
+    /// Possible CPUs: `iface_stats` and `flow_cache` hold a run of values for each.
+    cpus: u32,
+    /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
+    pub(super) flow_cache: SlotView,
+    options: Options,
+}
+
+impl std::fmt::Debug for Dataplane<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("attached", &self.attached.keys().collect::<Vec<_>>())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl<'obj> Dataplane<'obj> {
+    /// Opens and loads the programs; nothing is attached yet. `storage` holds libbpf's
+    /// object for as long as the data plane lives.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, options: Options) -> Result<Self> {
+        if options.tunnel_ports.len() > MAX_TUNNEL_PORTS {
+            return Err(Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                format!("at most {MAX_TUNNEL_PORTS} tunnel ports can be configured"),
+            ))));
+        }
+        let mut open = PacketSkelBuilder::default()
+            .open(storage)
+            .map_err(Error::from_load)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .rodata",
+            )))
+        })?;
+        rodata.size_bounds = SIZE_BUCKET_BOUNDS;
+        rodata.stages_only = u32::from(options.stages_only);
+        let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .bss",
+            )))
+        })?;
+        for (i, tp) in options.tunnel_ports.iter().enumerate() {
+            bss.user_port_encap[i] = tp.encap as u8;
+            bss.user_ports[i] = tp.port;
+        }
+        // Each possible CPU gets its own run of flow-cache slots and interface counters
+        // (packet.bpf.c indexes them by the CPU number).
+        let cpus = libbpf_rs::num_possible_cpus()
+            .map_err(Error::from_load)
+            .and_then(|n| {
+                u32::try_from(n).map_err(|_| {
+                    Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
+                        "{n} possible CPUs"
+                    ))))
+                })
+            })?;
+        let per_cpu = |map: &mut libbpf_rs::OpenMapMut<'_>, values: u32| {
+            let total = cpus.checked_mul(values).ok_or_else(|| {
+                Error::Load(libbpf_rs::Error::from(std::io::Error::other(format!(
+                    "{cpus} possible CPUs"
+                ))))
+            })?;
+            map.set_max_entries(total).map_err(Error::from_load)
+        };
+        per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
+        per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
+        if crate::kernel::features::xdp_frags() {
+            // Multi-buffer XDP: the program sees whole frames, fragments included. Set
+            // here rather than by section "xdp.frags", whose flag kernels before 5.18
+            // refuse; there the program sees each frame's linear part, the whole frame.
+            open.progs
+                .nd_xdp_ingress
+                .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
+        } else {
+            tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
+        }
+        let skel = open.load().map_err(Error::from_load)?;
+        let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
+        Ok(Dataplane {
+            skel,
+            attached: HashMap::new(),
+            slots: std::sync::Mutex::new(HashMap::new()),
+            cpus,
+            flow_cache,
+            options,
+        })
+    }
+
+    /// Recognises UDP port `tp.port` as `tp.encap` from now on (a tunnel daemon found while
+    /// running). Returns false if the port is known already; fails when all
+    /// [`MAX_TUNNEL_PORTS`] slots are taken.
+    pub fn add_tunnel_port(&mut self, tp: TunnelPort) -> Result<bool> {
+        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(|| {
+            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+                "packet.bpf.c has no .bss",
+            )))
+        })?;
+        if bss.user_ports.contains(&tp.port) {
+            return Ok(false);
+        }
+        let free = bss
+            .user_ports
+            .iter()
+            .position(|p| *p == 0)
+            .ok_or(Error::TooManyTunnelPorts(MAX_TUNNEL_PORTS))?;
+        // The kind first: the programs read the port, then its kind.
+        bss.user_port_encap[free] = tp.encap as u8;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        bss.user_ports[free] = tp.port;
+        Ok(true)
+    }
+
+    /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics.
+    pub fn program(&self, kind: ProgramKind) -> &ProgramMut<'obj> {
+        match kind {
+            ProgramKind::XdpIngress => &self.skel.progs.nd_xdp_ingress,
+            ProgramKind::TcIngress => &self.skel.progs.nd_tc_ingress,
+            ProgramKind::TcEgress => &self.skel.progs.nd_tc_egress,
+        }
+    }
+
+    /// The slot table (a panic elsewhere cannot leave it inconsistent: every change is one
+    /// insert or remove).
+    pub(super) fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts accounting for interface `index` (giving it a counter slot) without
+    /// attaching anything. Packets on interfaces that are not watched are ignored by the
+    /// programs. Watching an interface again keeps its counters and updates MTU and link.
+    pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
+        // An empty flow-cache slot has ifindex 0 in its key (packet.bpf.c, nd_flow), and a
+        // free counter slot has owner 0.
+        if index == 0 {
+            return Err(Error::NoInterfaceIndex);
+        }
+        let mut slots = self.slots();
+        let link = u32::from(link == LinkType::RawIp);
+        let slot = match slots.get(&index) {
+            Some(slot) => *slot,
+            None => {
+                // The programs look for an interface's counters in slot
+                // ifindex % MAX_IFACES first, so that one is taken if free.
+                let preferred = index % MAX_IFACES as u32;
+                let slot = std::iter::once(preferred)
+                    .chain(0..MAX_IFACES as u32)
+                    .find(|s| !slots.values().any(|used| used == s))
+                    .ok_or(Error::TooManyInterfaces(MAX_IFACES))?;
+                // A fresh slot's counters start from zero with MTU and link in place
+                // before it names its owner: the programs count into a slot only once it
+                // does, so no packet sees the new owner with a stale MTU.
+                self.write_counters(slot, |_| nd_iface_dir {
+                    mtu,
+                    link,
+                    ..Default::default()
+                })?;
+                slots.insert(index, slot);
+                slot
+            }
+        };
+        self.write_counters(slot, |old| nd_iface_dir {
+            ifindex: index,
+            mtu,
+            link,
+            ..old
+        })?;
+        // Slots other than the preferred one are found through this mapping. Written every
+        // time: idempotent, and it repairs a mapping someone cleared.
+        let maps = &self.skel.maps;
+        let (map, name): (&dyn MapCore, &'static str) = if index < SLOT_ARRAY_IFINDEX {
+            (&maps.iface_slot, "iface_slot")
+        } else {
+            (&maps.iface_slot_big, "iface_slot_big")
+        };
+        map.update(
+            &index.to_ne_bytes(),
+            &(slot + 1).to_ne_bytes(),
+            MapFlags::ANY,
+        )
+        .map_err(|e| Error::Map {
+            map: name,
+            source: e,
+        })
+    }
+
+    /// Keys of `slot`'s counters in `iface_stats`, with their direction (0: ingress), for
+    /// every CPU (packet.bpf.c, iface_index).
+    pub(super) fn counter_keys(&self, slot: u32) -> impl Iterator<Item = ([u8; 4], u32)> {
+        (0..self.cpus).flat_map(move |cpu| {
+            (0..2).map(move |dir| {
+                let index = (cpu * MAX_IFACES as u32 + slot) * 2 + dir;
+                (index.to_ne_bytes(), dir)
+            })
+        })
+    }
+
+    /// Rewrites `slot`'s counters, both directions on every CPU, through `change`.
+    fn write_counters(
+        &self,
+        slot: u32,
+        change: impl Fn(nd_iface_dir) -> nd_iface_dir,
+    ) -> Result<()> {
+        let map = &self.skel.maps.iface_stats;
+        let err = |source| Error::Map {
+            map: "iface_stats",
+            source,
+        };
+        for (key, _) in self.counter_keys(slot) {
+            let old = map
+                .lookup(&key, MapFlags::ANY)
+                .map_err(err)?
+                .and_then(|bytes| decode(&bytes))
+                .unwrap_or_default();
+            map.update(&key, encode(&change(old)), MapFlags::ANY)
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Attaches ingress and egress programs to `iface` and starts counting.
+    pub fn attach(&mut self, iface: &Target) -> Result<Hooks> {
+        if self.attached.contains_key(&iface.index) {
+            self.detach(iface.index);
+        }
+        self.watch(iface.index, iface.mtu, iface.link)?;
+        let xdp_fd = self.skel.progs.nd_xdp_ingress.as_fd();
+        let tc_in_fd = self.skel.progs.nd_tc_ingress.as_fd();
+        let tc_out_fd = self.skel.progs.nd_tc_egress.as_fd();
+        let method = self.options.method;
+
+        let swept = attach::sweep_leftovers(xdp_fd, iface.index, &PROGRAM_NAMES);
+        if swept > 0 {
+            tracing::warn!(iface = %iface.name, "removed {swept} program(s) a previous netdoctor left attached");
+        }
+
+        let mut attachments = Vec::with_capacity(2);
+        let mut ingress = None;
+        if self.options.ingress == IngressHook::Xdp {
+            let mode = self.options.xdp_mode;
+            let attached = match method {
+                AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, mode),
+                AttachMethod::Netlink => attach::xdp_netlink(xdp_fd, iface.index, mode),
+            }
+            .map_err(|e| Error::attach("xdp", &iface.name, e))?;
+            attachments.push(attached);
+            ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
+        }
+        // What tc really used: links fall back to netlink where the kernel has no tcx.
+        let mut used = method;
+        if ingress.is_none() {
+            let (a, m) = tc_attach(tc_in_fd, iface, true, method)?;
+            attachments.push(a);
+            used = m;
+            ingress = Some("tc".into());
+        }
+        let (a, m) = tc_attach(tc_out_fd, iface, false, method)?;
+        attachments.push(a);
+        if m == AttachMethod::Netlink {
+            used = m;
+        }
+
+        let hooks = Hooks {
+            ingress: ingress.unwrap_or_default(),
+            egress: "tc".into(),
+            method: used,
+        };
+        self.attached.insert(
+            iface.index,
+            Attached {
+                hooks: hooks.clone(),
+                _attachments: attachments,
+            },
+        );
+        tracing::info!(iface = %iface.name, ingress = %hooks.ingress, egress = %hooks.egress, "attached");
+        Ok(hooks)
+    }
+
+    /// Detaches from interface `index` and forgets its counters.
+    pub fn detach(&mut self, index: u32) {
+        self.attached.remove(&index);
+        self.unwatch(index);
+    }
+
+    /// Stops accounting for interface `index` and frees its counter slot (zeroed, so a
+    /// later `watch` starts from nothing). Attachments, if any, stay until `detach`.
+    pub fn unwatch(&self, index: u32) {
+        let removed = self.slots().remove(&index);
+        let Some(slot) = removed else { return };
+        let maps = &self.skel.maps;
+        let _ = if index < SLOT_ARRAY_IFINDEX {
+            maps.iface_slot
+                .update(&index.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+        } else {
+            maps.iface_slot_big.delete(&index.to_ne_bytes())
+        };
+        let _ = self.write_counters(slot, |_| nd_iface_dir::default());
+    }
+
+    /// Hooks in use on interface `index`, if attached.
+    pub fn hooks(&self, index: u32) -> Option<&Hooks> {
+        self.attached.get(&index).map(|a| &a.hooks)
+    }
+}
+
+/// Attaches a tc program by `method`, or by netlink where the kernel has no tcx links;
+/// returns the attachment and the method used.
+fn tc_attach(
+    prog: std::os::fd::BorrowedFd<'_>,
+    iface: &Target,
+    ingress: bool,
+    method: AttachMethod,
+) -> Result<(Attachment, AttachMethod)> {
+    let hook = if ingress { "tc ingress" } else { "tc egress" };
+    let netlink =
+        |prog| attach::tc_netlink(prog, iface.index, ingress).map(|a| (a, AttachMethod::Netlink));
+    let result = match method {
+        AttachMethod::Link => attach::tcx_link(prog, iface.index, ingress)
+            .map(|a| (a, AttachMethod::Link))
+            .or_else(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) {
+                    tracing::info!(iface = %iface.name, "tcx links unavailable ({e}; Linux < 6.6?): using a netlink clsact filter, which a killed netdoctor leaves behind until its next start");
+                    netlink(prog)
+                } else {
+                    Err(e)
+                }
+            }),
+        AttachMethod::Netlink => netlink(prog),
+    };
+    result.map_err(|e| Error::attach(hook, &iface.name, e))
+}
+
+fn xdp_mode_name(mode: XdpMode) -> &'static str {
+    match mode {
+        XdpMode::Auto => "auto",
+        XdpMode::Native => "native",
+        XdpMode::Generic => "generic",
+    }
+}

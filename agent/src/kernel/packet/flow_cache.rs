@@ -1,0 +1,333 @@
+//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/packet.bpf.c`) and adding it to the
+//! `flows` table, so that every reader sees each flow's whole total.
+//!
+//! A flow's figures are split between its table entry and the cache slots that hold it
+//! (at most one per CPU): a slot counts what the flow carried on that CPU since the CPU
+//! took the slot, and adds it to the table entry only when it is retired (given to another
+//! flow, or flushed before its 32-bit byte count would wrap). Both are cumulative, so the
+//! total is their sum; first and last seen are the minimum and maximum, the largest segment
+//! the maximum, TCP flags the union. The SYN's MSS is only ever in the table; a flow's
+//! encapsulation is the same wherever it was recorded.
+//!
+//! The slots are mapped read-only (no system call per slot). A retirement moves counts from
+//! a slot to the table while the agent reads, so the reader copies every slot, reads the
+//! table, copies every slot again, and uses the second copy: a slot's counts reach the table
+//! only after the slot shows a new generation, so a generation seen in the second copy was
+//! not in the table when it was read (never counted twice). If any generation moved between
+//! the two copies, counts may have left a slot after the table was read and are missing
+//! from this read; the whole read is then repeated (a retirement is rare: it needs a new
+//! flow in the slot of a flow idle for a few ticks). After `ATTEMPTS` the last read is
+//! used: it can miss such counts, and the next read has them.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use libbpf_rs::MapCore;
+
+use crate::kernel::error::{Error, Result};
+use crate::kernel::views::{decode, encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
+
+/// Mirrors `ND_FLOW_CACHE_SLOTS` in netdoctor.h: slots per CPU.
+pub const SLOTS_PER_CPU: u32 = 1024;
+/// Bytes of one slot (`struct nd_flow_slot`).
+const SLOT_BYTES: usize = 128;
+const SLOT_WORDS: usize = SLOT_BYTES / 8;
+/// Where the slot's sequence lock lives (`gen_begin`, `gen_end`).
+const GEN_BEGIN: usize = std::mem::offset_of!(nd_flow_slot, gen_begin);
+const GEN_END: usize = std::mem::offset_of!(nd_flow_slot, gen_end);
+/// Reads of table and slots before accepting one that raced with a retirement.
+const ATTEMPTS: usize = 4;
+/// Copies of one slot before giving up on an untorn one (a rewrite takes well under a
+/// microsecond, so a second copy normally suffices).
+const SLOT_COPIES: usize = 1000;
+
+const _: () = assert!(std::mem::size_of::<nd_flow_slot>() == SLOT_BYTES);
+
+/// The `flow_cache` array mapped read-only into this process.
+pub(crate) struct SlotView {
+    base: NonNull<u8>,
+    len: usize,
+    slots: usize,
+}
+
+impl std::fmt::Debug for SlotView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotView")
+            .field("slots", &self.slots)
+            .finish()
+    }
+}
+
+impl Drop for SlotView {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly the mapping `map` created, unmapped once here.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// A copy of one slot, if it was not torn by a concurrent retirement.
+type SlotCopy = Option<nd_flow_slot>;
+
+impl SlotView {
+    /// Maps `map` (the loaded `flow_cache`, BPF_F_MMAPABLE) read-only.
+    pub(crate) fn map(map: &impl MapCore) -> Result<SlotView> {
+        let err = |e: std::io::Error| Error::Map {
+            map: "flow_cache",
+            source: libbpf_rs::Error::from(e),
+        };
+        if map.value_size() as usize != SLOT_BYTES {
+            return Err(err(std::io::Error::other(format!(
+                "slot size {} != {SLOT_BYTES}",
+                map.value_size()
+            ))));
+        }
+        let slots = map.max_entries() as usize;
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let len = (slots * SLOT_BYTES).div_ceil(page) * page;
+        // SAFETY: a fresh shared read-only mapping of the map's whole (page-rounded) value
+        // area, which is what the kernel allows for a mappable array; the descriptor is valid
+        // for the call, and the mapping keeps the map alive until `munmap`.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(err(std::io::Error::last_os_error()));
+        }
+        let base = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| err(std::io::Error::other("mmap returned NULL")))?;
+        Ok(SlotView { base, len, slots })
+    }
+
+    /// Word `w` of slot `i` (`i < slots`, `w < SLOT_WORDS`).
+    fn word(&self, i: usize, w: usize) -> &AtomicU64 {
+        debug_assert!(i < self.slots && w < SLOT_WORDS);
+        // SAFETY: the offset lies inside the mapping (i < slots, w < SLOT_WORDS), which is
+        // page-aligned, so the address is 8-byte aligned; the mapping lives as long as
+        // `self`. The BPF programs write these words concurrently, which is why they are
+        // read as atomics.
+        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + w * 8).cast()) }
+    }
+
+    /// The 32-bit field at byte `offset` of slot `i` (4-byte aligned, inside the slot).
+    fn field(&self, i: usize, offset: usize) -> &AtomicU32 {
+        debug_assert!(i < self.slots && offset % 4 == 0 && offset + 4 <= SLOT_BYTES);
+        // SAFETY: as in `word`: inside the mapping, 4-byte aligned, written concurrently.
+        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + offset).cast()) }
+    }
+
+    /// Slot `i`, read between its sequence lock's two halves: `gen_begin` first, then every
+    /// word, then `gen_end`. Both equal means no retirement overlapped the copy (the writer
+    /// stores `gen_end`, the contents, then `gen_begin`). A packet counted meanwhile may
+    /// show in some counters and not yet in others; that is a read a moment earlier, not a
+    /// tear.
+    fn copy(&self, i: usize) -> SlotCopy {
+        for _ in 0..SLOT_COPIES {
+            let begin = self.field(i, GEN_BEGIN).load(Ordering::Acquire);
+            let mut bytes = [0u8; SLOT_BYTES];
+            for w in 0..SLOT_WORDS {
+                let v = self.word(i, w).load(Ordering::Acquire);
+                bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+            fence(Ordering::Acquire);
+            let end = self.field(i, GEN_END).load(Ordering::Acquire);
+            let mut slot: nd_flow_slot = decode(&bytes)?;
+            if begin == end {
+                slot.gen_begin = begin;
+                slot.gen_end = end;
+                return Some(slot);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    fn copy_all(&self) -> Vec<SlotCopy> {
+        (0..self.slots).map(|i| self.copy(i)).collect()
+    }
+
+    /// Every slot in use, with its CPU and its index within that CPU's slots.
+    pub(crate) fn used(&self) -> Vec<(u32, u32, nd_flow_key, nd_flow_stats)> {
+        (0..self.slots)
+            .filter_map(|i| {
+                let s = self.copy(i).filter(|s| s.used != 0)?;
+                let mut v = nd_flow_stats::default();
+                add_slot(&mut v, &s);
+                let i = u32::try_from(i).ok()?;
+                Some((i / SLOTS_PER_CPU, i % SLOTS_PER_CPU, s.key, v))
+            })
+            .collect()
+    }
+}
+
+/// Whether no slot was retired (or torn) between two copies.
+fn settled(before: &[SlotCopy], after: &[SlotCopy]) -> bool {
+    before.iter().zip(after).all(|(b, a)| match (b, a) {
+        (Some(b), Some(a)) => b.gen_begin == a.gen_begin,
+        _ => false,
+    })
+}
+
+/// Every flow: the table's entries (read by `read_table`) plus the cached slots.
+pub(crate) fn merged_flows(
+    view: &SlotView,
+    read_table: impl Fn() -> Result<Vec<(nd_flow_key, nd_flow_stats)>>,
+) -> Result<Vec<(nd_flow_key, nd_flow_stats)>> {
+    let mut attempt = 1;
+    loop {
+        let before = view.copy_all();
+        let table = read_table()?;
+        let after = view.copy_all();
+        if attempt == ATTEMPTS || settled(&before, &after) {
+            if attempt > 1 {
+                tracing::debug!(attempt, "flow cache read raced with retirements");
+            }
+            return Ok(merge(table, after.iter().flatten()));
+        }
+        attempt += 1;
+    }
+}
+
+/// Adds the used slots to the table's entries (flows only in slots become records).
+pub(crate) fn merge<'a>(
+    table: Vec<(nd_flow_key, nd_flow_stats)>,
+    slots: impl Iterator<Item = &'a nd_flow_slot>,
+) -> Vec<(nd_flow_key, nd_flow_stats)> {
+    let mut flows: HashMap<Vec<u8>, (nd_flow_key, nd_flow_stats)> = table
+        .into_iter()
+        .map(|(k, v)| (encode(&k).to_vec(), (k, v)))
+        .collect();
+    for s in slots.filter(|s| s.used != 0) {
+        let (_, v) = flows
+            .entry(encode(&s.key).to_vec())
+            .or_insert_with(|| (s.key, nd_flow_stats::default()));
+        add_slot(v, s);
+    }
+    flows.into_values().collect()
+}
+
+/// `v` (a table entry, or zero for a flow the table lacks) plus one slot.
+fn add_slot(v: &mut nd_flow_stats, s: &nd_flow_slot) {
+    v.packets += u64::from(s.packets);
+    v.segs += u64::from(s.segs);
+    v.bytes += u64::from(s.bytes);
+    v.retrans_segs = v.retrans_segs.wrapping_add(s.retrans_segs);
+    for (a, b) in v.wg_msgs.iter_mut().zip(s.wg_msgs) {
+        *a = a.wrapping_add(b);
+    }
+    v.first_ns = if v.first_ns == 0 {
+        s.first_ns
+    } else {
+        v.first_ns.min(s.first_ns)
+    };
+    v.last_ns = v.last_ns.max(s.last_ns);
+    v.max_seg = v.max_seg.max(s.max_seg);
+    v.tcp_flags |= s.tcp_flags;
+    if v.encap == 0 {
+        v.encap = s.encap;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(sport: u16) -> nd_flow_key {
+        nd_flow_key {
+            ifindex: 3,
+            family: 4,
+            proto: 6,
+            sport,
+            dport: 443,
+            ..Default::default()
+        }
+    }
+
+    fn slot(k: nd_flow_key, packets: u32, first: u64, last: u64) -> nd_flow_slot {
+        nd_flow_slot {
+            key: k,
+            packets,
+            segs: packets * 2,
+            bytes: packets * 100,
+            first_ns: first,
+            last_ns: last,
+            retrans_segs: 1,
+            wg_msgs: [0, 0, 0, 1],
+            max_seg: 900,
+            tcp_flags: 0x10,
+            encap: 1,
+            used: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn slots_add_to_table_entries_and_stand_alone() {
+        let table = vec![(
+            key(1),
+            nd_flow_stats {
+                packets: 10,
+                segs: 10,
+                bytes: 1000,
+                first_ns: 500,
+                last_ns: 800,
+                retrans_segs: 2,
+                wg_msgs: [1, 0, 0, 5],
+                syn_mss: 1460,
+                max_seg: 1500,
+                tcp_flags: 0x02,
+                ..Default::default()
+            },
+        )];
+        let slots = [
+            slot(key(1), 3, 600, 900),
+            slot(key(1), 4, 400, 700),
+            slot(key(2), 7, 1000, 1100),
+            nd_flow_slot {
+                used: 0,
+                ..slot(key(3), 9, 1, 2)
+            },
+        ];
+        let mut out = merge(table, slots.iter());
+        out.sort_by_key(|(k, _)| k.sport);
+        assert_eq!(out.len(), 2, "unused slots are ignored");
+        let (_, a) = out[0];
+        assert_eq!((a.packets, a.segs, a.bytes), (17, 24, 1700));
+        assert_eq!((a.first_ns, a.last_ns), (400, 900));
+        assert_eq!((a.retrans_segs, a.wg_msgs), (4, [1, 0, 0, 7]));
+        assert_eq!(
+            (a.syn_mss, a.max_seg, a.tcp_flags, a.encap),
+            (1460, 1500, 0x12, 1)
+        );
+        let (_, b) = out[1];
+        assert_eq!(
+            (b.packets, b.bytes, b.first_ns, b.last_ns),
+            (7, 700, 1000, 1100)
+        );
+        assert_eq!((b.syn_mss, b.max_seg, b.tcp_flags), (0, 900, 0x10));
+    }
+
+    #[test]
+    fn a_moved_generation_is_not_settled() {
+        let a = slot(key(1), 1, 1, 1);
+        let b = nd_flow_slot {
+            gen_begin: 1,
+            gen_end: 1,
+            ..a
+        };
+        assert!(settled(&[Some(a)], &[Some(a)]));
+        assert!(!settled(&[Some(a)], &[Some(b)]));
+        assert!(!settled(&[Some(a)], &[None]));
+    }
+}

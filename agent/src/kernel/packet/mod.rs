@@ -1,0 +1,22 @@
+//! The packet data plane (`ebpf/packet.bpf.c`): XDP and tc programs on physical and
+//! tunnel interfaces counting packets, segments, sizes, fragments and too-big messages per
+//! interface, and flows with their TCP retransmissions, SYN MSS and tunnel messages.
+//!
+//! - [`dataplane`]: loading, watching and attaching, as [`options`] say;
+//! - [`snapshot`]: reading the maps into plain records ([`counters`], [`flows`],
+//!   [`too_big`]) and the difference of two readings (a window);
+//! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
+//! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints.
+
+pub mod counters;
+pub mod dataplane;
+pub mod flow_cache;
+pub mod flows;
+pub mod options;
+pub mod snapshot;
+pub mod too_big;
+pub mod tunnel_traffic;
+
+pub use dataplane::{Dataplane, MAX_IFACES, MAX_TUNNEL_PORTS};
+pub use options::{Hooks, IngressHook, LinkType, Options, ProgramKind, Target, TunnelPort};
+pub use snapshot::Snapshot;

@@ -1,0 +1,106 @@
+//! What the data plane is told: how to load and attach ([`Options`]), which interfaces
+//! ([`Target`]), and what it reports back about its hooks ([`Hooks`]).
+
+use serde::Serialize;
+
+use crate::kernel::attach::{AttachMethod, XdpMode};
+use crate::kernel::views::Encap;
+
+/// Whether packets start with an Ethernet header or directly with IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkType {
+    /// Ethernet framing (physical, veth, tap, bridge, vxlan).
+    Ether,
+    /// Raw IP (wg, tun): the network header comes first.
+    RawIp,
+}
+
+/// An interface as the data plane attaches to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Kernel interface index.
+    pub index: u32,
+    /// Name, for messages.
+    pub name: String,
+    /// MTU: packets over it are counted as such.
+    pub mtu: u32,
+    /// Framing of the packets the hooks see.
+    pub link: LinkType,
+}
+
+/// Which hook counts received packets.
+///
+/// tc is the default because it never disturbs traffic: attaching native XDP makes many
+/// NIC drivers (virtio_net, mlx5, i40e, ...) rebuild their rings, a visible link flap, and
+/// generic XDP copies every non-linear skb. tc ingress sees the same packets after GRO and
+/// counts wire segments exactly through `gso_segs`. XDP is there for those who want to see
+/// frames before GRO on a driver they know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IngressHook {
+    /// tc (tcx) ingress.
+    Tc,
+    /// XDP; if it cannot attach, netdoctor fails rather than silently using tc.
+    Xdp,
+}
+
+/// A UDP port carrying a tunnel protocol that is recognised by port only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelPort {
+    /// The UDP port (source or destination).
+    pub port: u16,
+    /// What runs on it.
+    pub encap: Encap,
+}
+
+/// Options for loading and attaching.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which hook counts received packets.
+    pub ingress: IngressHook,
+    /// XDP attach mode when XDP is used.
+    pub xdp_mode: XdpMode,
+    /// Links (default) or legacy netlink attachments.
+    pub method: AttachMethod,
+    /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
+    pub tunnel_ports: Vec<TunnelPort>,
+    /// Parse every packet with the general stages, skipping the inline fast path for plain
+    /// TCP and UDP (`fast_account` in packet.bpf.c). The figures are the same, only slower:
+    /// this exists so that a test can prove it by running both on the same packets.
+    pub stages_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            ingress: IngressHook::Tc,
+            xdp_mode: XdpMode::Auto,
+            method: AttachMethod::Link,
+            tunnel_ports: Vec::new(),
+            stages_only: false,
+        }
+    }
+}
+
+/// The hooks in use on one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hooks {
+    /// e.g. "xdp" or "tc".
+    pub ingress: String,
+    /// "tc".
+    pub egress: String,
+    /// "link" or "netlink".
+    pub method: AttachMethod,
+}
+
+/// The three programs of the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// XDP ingress.
+    XdpIngress,
+    /// tc ingress.
+    TcIngress,
+    /// tc egress.
+    TcEgress,
+}

@@ -1,0 +1,267 @@
+//! Reading the data plane's maps: interface counters, flows (the table plus the per-CPU
+//! flow cache), too-big reports and the programs' run statistics, and [`Snapshot`], what
+//! was counted at one moment, whose difference to an earlier one is a window.
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::counters::IfaceCounters;
+use super::dataplane::Dataplane;
+use super::flow_cache;
+use super::flows::Flow;
+use super::options::ProgramKind;
+use super::too_big::TooBig;
+use crate::kernel::error::{Error, Result};
+use crate::kernel::views::{
+    decode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
+};
+
+impl Dataplane<'_> {
+    /// Counters of a watched interface, summed over CPUs.
+    pub fn counters(&self, index: u32) -> Result<Option<IfaceCounters>> {
+        let slot = self.slots().get(&index).copied();
+        let Some(slot) = slot else {
+            return Ok(None);
+        };
+        let map = &self.skel.maps.iface_stats;
+        let mut sum = IfaceCounters::default();
+        for (key, dir) in self.counter_keys(slot) {
+            let value = map.lookup(&key, MapFlags::ANY).map_err(|e| Error::Map {
+                map: "iface_stats",
+                source: e,
+            })?;
+            if let Some(v) = value.and_then(|bytes| decode::<nd_iface_dir>(&bytes)) {
+                sum.dir_mut(dir).add(&v.s);
+            }
+        }
+        Ok(Some(sum))
+    }
+
+    /// Every flow: the table's entries plus what the per-CPU flow cache holds of them
+    /// (see [`flow_cache`]), so each flow's figures are its whole total.
+    pub fn flows(&self) -> Result<Vec<Flow>> {
+        let merged = flow_cache::merged_flows(&self.flow_cache, || {
+            read_all::<nd_flow_key, nd_flow_stats, _>(&self.skel.maps.flows, "flows", |k, v| {
+                (*k, *v)
+            })
+        })?;
+        Ok(merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect())
+    }
+
+    /// The flows the per-CPU flow cache holds right now, as (CPU, slot within that CPU's
+    /// slots, the flow as its slot alone counts it): how the cache is used, for tests and
+    /// for looking into the cache itself. [`Dataplane::flows`] gives the totals.
+    pub fn cached_flows(&self) -> Vec<(u32, u32, Flow)> {
+        self.flow_cache
+            .used()
+            .iter()
+            .map(|(cpu, slot, k, v)| (*cpu, *slot, Flow::from_raw(k, v)))
+            .collect()
+    }
+
+    /// Counters of every watched interface and every flow, now.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let indexes: Vec<u32> = self.slots().keys().copied().collect();
+        let mut counters = HashMap::with_capacity(indexes.len());
+        for index in indexes {
+            if let Some(c) = self.counters(index)? {
+                counters.insert(index, c);
+            }
+        }
+        Ok(Snapshot {
+            counters,
+            flows: self.flows()?,
+        })
+    }
+
+    /// Capacity of the flow table (entries).
+    pub fn flow_table_capacity(&self) -> usize {
+        self.skel
+            .maps
+            .flows
+            .info()
+            .map_or(0, |i| i.info.max_entries as usize)
+    }
+
+    /// Kernel statistics of the three programs: (name, run count, run time in ns). Zero
+    /// unless `kernel.bpf_stats_enabled` is set.
+    pub fn program_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        [
+            ("nd_xdp_ingress", ProgramKind::XdpIngress),
+            ("nd_tc_ingress", ProgramKind::TcIngress),
+            ("nd_tc_egress", ProgramKind::TcEgress),
+        ]
+        .into_iter()
+        .map(|(name, kind)| {
+            let (runs, ns) = run_stats(self.program(kind).as_fd()).unwrap_or_default();
+            (name, runs, ns)
+        })
+        .collect()
+    }
+
+    /// Every ICMP too-big report in the table.
+    pub fn too_big(&self) -> Result<Vec<TooBig>> {
+        read_all::<nd_ptb_key, nd_ptb_stats, _>(&self.skel.maps.ptb_events, "ptb_events", |k, v| {
+            TooBig::from_raw(k, v)
+        })
+    }
+}
+
+/// What the data plane had counted at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Counters per watched interface index.
+    pub counters: HashMap<u32, IfaceCounters>,
+    /// Every flow in the table.
+    pub flows: Vec<Flow>,
+}
+
+impl Snapshot {
+    /// What was counted between `earlier` and this snapshot: counter deltas, and the flows
+    /// that carried packets in between (with their deltas).
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let before: HashMap<_, &Flow> = earlier.flows.iter().map(|f| (f.key(), f)).collect();
+        Snapshot {
+            counters: self
+                .counters
+                .iter()
+                .map(|(i, c)| {
+                    let d = earlier
+                        .counters
+                        .get(i)
+                        .map_or_else(|| c.clone(), |e| c.since(e));
+                    (*i, d)
+                })
+                .collect(),
+            flows: self
+                .flows
+                .iter()
+                .map(|f| {
+                    before
+                        .get(&f.key())
+                        .map_or_else(|| f.clone(), |e| f.since(e))
+                })
+                .filter(|f| f.packets > 0)
+                .collect(),
+        }
+    }
+
+    /// Counters of interface `index` (zero if it was not watched).
+    pub fn counters(&self, index: u32) -> IfaceCounters {
+        self.counters.get(&index).cloned().unwrap_or_default()
+    }
+}
+
+/// A program's (run count, run time in ns) from the kernel.
+fn run_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a writable bpf_prog_info of `len` bytes and the kernel writes at
+    // most `len` bytes into it; `fd` is a live program descriptor for the call's duration.
+    let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    (ret == 0).then_some((info.run_cnt, info.run_time_ns))
+}
+
+/// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile:
+/// in batches of [`BATCH`] entries per system call where the kernel supports it (Linux
+/// 5.6), else one key at a time (two system calls per entry).
+fn read_all<K, V, T>(
+    map: &impl MapCore,
+    name: &'static str,
+    convert: impl Fn(&K, &V) -> T,
+) -> Result<Vec<T>>
+where
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    let err = |source| Error::Map { map: name, source };
+    let entries = match read_batched(map) {
+        Ok(entries) => entries,
+        // EINVAL: a kernel before batch operations; ENOTSUPP (524, the kernel's own): a map
+        // type without them.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINVAL | libc::EOPNOTSUPP | 524)
+            ) =>
+        {
+            read_one_by_one(map).map_err(err)?
+        }
+        Err(e) => return Err(err(libbpf_rs::Error::from(e))),
+    };
+    Ok(entries
+        .iter()
+        .filter_map(|(k, v)| Some(convert(&decode::<K>(k)?, &decode::<V>(v)?)))
+        .collect())
+}
+
+/// Entries per batch: a hash map's batch must hold its fullest bucket, which 4,096 does
+/// with a wide margin.
+const BATCH: u32 = 4096;
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every entry through `BPF_MAP_LOOKUP_BATCH`.
+fn read_batched(map: &impl MapCore) -> std::io::Result<Entries> {
+    use std::os::fd::AsRawFd;
+    let (key_size, value_size) = (map.key_size() as usize, map.value_size() as usize);
+    let mut keys = vec![0u8; key_size * BATCH as usize];
+    let mut values = vec![0u8; value_size * BATCH as usize];
+    let mut out_batch = vec![0u8; key_size];
+    let mut in_batch: Option<Vec<u8>> = None;
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    loop {
+        let mut count = BATCH;
+        let prev = in_batch
+            .as_mut()
+            .map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast());
+        // SAFETY: `keys` and `values` hold `BATCH` keys and values of the map's sizes and
+        // `count` says so; `out_batch` holds one key, as does `in_batch` when given; all
+        // outlive the call, and `opts` carries its own size.
+        let ret = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                prev,
+                out_batch.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let done = match ret {
+            0 => false,
+            e if -e == libc::ENOENT => true,
+            e => return Err(std::io::Error::from_raw_os_error(-e)),
+        };
+        let n = (count as usize).min(BATCH as usize);
+        out.extend((0..n).map(|i| {
+            (
+                keys[i * key_size..(i + 1) * key_size].to_vec(),
+                values[i * value_size..(i + 1) * value_size].to_vec(),
+            )
+        }));
+        if done {
+            return Ok(out);
+        }
+        in_batch = Some(out_batch.clone());
+    }
+}
+
+/// Every entry, one key at a time.
+fn read_one_by_one(map: &impl MapCore) -> libbpf_rs::Result<Entries> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        if let Some(value) = map.lookup(&key, MapFlags::ANY)? {
+            out.push((key, value));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,282 @@
+//! TCP socket telemetry: per-connection congestion control, RTT, cwnd, retransmissions and
+//! path MTU, from `ebpf/sockets.bpf.c` (iter/tcp snapshots, tcp_retransmit_skb and
+//! inet_sock_set_state tracepoints).
+//!
+//! [`SocketProbes`] loads and attaches the programs, skipping any whose hook this kernel
+//! lacks with a warning; [`rates`] turns two snapshots and the events between them into
+//! per-connection rates.
+
+pub mod rates;
+mod socket;
+
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, OpenObject, RingBuffer, RingBufferBuilder};
+
+pub use socket::{ClosedSocket, RetransStats, Socket};
+
+use crate::kernel::bpf::sockets::types::{
+    nd_retrans_stats, nd_sock_close, nd_sock_info, nd_sock_key,
+};
+use crate::kernel::bpf::sockets::{SocketsSkel, SocketsSkelBuilder};
+use crate::kernel::btf;
+use crate::kernel::error::{Error, Result};
+use crate::kernel::views::decode;
+
+// SAFETY (all impls below): `#[repr(C)]` structs generated from sockets.h made only of
+// integers and integer arrays with explicit padding: every bit pattern is a valid value.
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_info {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_key {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_sock_close {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_retrans_stats {}
+
+/// Which socket signals this kernel provides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Signals {
+    /// iter/tcp snapshots.
+    pub snapshots: bool,
+    /// tcp_retransmit_skb aggregates.
+    pub retransmits: bool,
+    /// inet_sock_set_state close events.
+    pub lifecycle: bool,
+}
+
+impl Signals {
+    /// What each missing signal costs, one line each (empty when all are live).
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (self.snapshots, "socket snapshots (iter/tcp) unavailable: per-connection congestion control, RTT and retransmissions are not observed"),
+            (self.retransmits, "retransmission tracepoint (tcp_retransmit_skb) unavailable: full-size and short retransmissions are not told apart"),
+            (self.lifecycle, "close events (inet_sock_set_state) unavailable: connections shorter than the window are missed"),
+        ]
+        .into_iter()
+        .filter(|(live, _)| !live)
+        .map(|(_, what)| what)
+        .collect()
+    }
+}
+
+/// The loaded socket programs. Dropping it detaches them.
+pub struct SocketProbes<'obj> {
+    skel: SocketsSkel<'obj>,
+    /// Close events read from the ring but not yet handed out (the ring's callback fills
+    /// it, so it is shared with that callback).
+    closed: Arc<Mutex<Vec<ClosedSocket>>>,
+    /// The close-event ring, mapped once: building a ring buffer maps and populates every
+    /// page of it, far too costly to repeat at each read.
+    ring: RingBuffer<'static>,
+    netns: u32,
+    iter_link: Option<Link>,
+    /// Held so the tracepoints stay attached; dropping them detaches.
+    _links: Vec<Link>,
+    signals: Signals,
+}
+
+impl std::fmt::Debug for SocketProbes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketProbes")
+            .field("signals", &self.signals)
+            .finish()
+    }
+}
+
+impl<'obj> SocketProbes<'obj> {
+    /// Loads and attaches what this kernel supports; warns about the rest.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let kernel = btf::vmlinux().ok_or(Error::NoBtf)?;
+        let mut open = SocketsSkelBuilder::default()
+            .open(storage)
+            .map_err(Error::from_load)?;
+        let mut signals = Signals {
+            snapshots: btf::has_iterator(&kernel, "tcp"),
+            retransmits: btf::has_tracepoint(&kernel, "tcp_retransmit_skb"),
+            lifecycle: btf::has_tracepoint(&kernel, "inet_sock_set_state"),
+        };
+        let netns = crate::kernel::sysctl::current_netns().unwrap_or(0);
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.retransmit_has_err =
+                btf::tracepoint_args(&kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3;
+            rodata.target_netns = netns;
+        }
+        open.progs.nd_iter_tcp.set_autoload(signals.snapshots);
+        open.progs
+            .nd_tcp_retransmit
+            .set_autoload(signals.retransmits);
+        open.progs.nd_sock_state.set_autoload(signals.lifecycle);
+        for (available, what) in [
+            (
+                signals.snapshots,
+                "iter/tcp (socket snapshots: cc, srtt, cwnd, pmtu)",
+            ),
+            (
+                signals.retransmits,
+                "tracepoint tcp_retransmit_skb (per-connection retransmissions)",
+            ),
+            (
+                signals.lifecycle,
+                "tracepoint inet_sock_set_state (short-lived connections)",
+            ),
+        ] {
+            if !available {
+                // The caller names the lost signal (diagnose: a note and one warning).
+                tracing::info!("this kernel lacks {what}; that signal is skipped");
+            }
+        }
+        let skel = open.load().map_err(Error::from_load)?;
+
+        let attach =
+            |prog: &libbpf_rs::ProgramMut<'_>, what: &str, on: &mut bool| -> Option<Link> {
+                if !*on {
+                    return None;
+                }
+                match prog.attach() {
+                    Ok(link) => Some(link),
+                    Err(e) => {
+                        tracing::warn!("cannot attach {what} ({e}); that signal is skipped");
+                        *on = false;
+                        None
+                    }
+                }
+            };
+        let iter_link = attach(&skel.progs.nd_iter_tcp, "iter/tcp", &mut signals.snapshots);
+        let links = [
+            attach(
+                &skel.progs.nd_tcp_retransmit,
+                "tcp_retransmit_skb",
+                &mut signals.retransmits,
+            ),
+            attach(
+                &skel.progs.nd_sock_state,
+                "inet_sock_set_state",
+                &mut signals.lifecycle,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let ring = close_ring(&skel, netns, closed.clone())?;
+        Ok(SocketProbes {
+            skel,
+            closed,
+            ring,
+            netns,
+            iter_link,
+            _links: links,
+            signals,
+        })
+    }
+
+    /// Which signals are live.
+    pub fn signals(&self) -> Signals {
+        self.signals
+    }
+
+    /// Every TCP socket of the caller's network namespace right now (time-wait and request
+    /// sockets excluded). Empty when iter/tcp is unavailable.
+    pub fn snapshot(&self) -> Result<Vec<Socket>> {
+        let Some(link) = &self.iter_link else {
+            return Ok(Vec::new());
+        };
+        let mut iter = Iter::new(link).map_err(|e| Error::Map {
+            map: "iter/tcp",
+            source: e,
+        })?;
+        let mut buf = Vec::new();
+        iter.read_to_end(&mut buf).map_err(|e| Error::Map {
+            map: "iter/tcp",
+            source: libbpf_rs::Error::from(e),
+        })?;
+        Ok(buf
+            .chunks_exact(std::mem::size_of::<nd_sock_info>())
+            .filter_map(decode::<nd_sock_info>)
+            .map(|raw| Socket::from_raw(&raw))
+            .collect())
+    }
+
+    /// Retransmission aggregates per connection since load, in the namespace that loaded
+    /// the probes.
+    pub fn retransmits(&self) -> Result<Vec<RetransStats>> {
+        let map = &self.skel.maps.retrans;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let value = map
+                .lookup(&key, libbpf_rs::MapFlags::ANY)
+                .map_err(|e| Error::Map {
+                    map: "retrans",
+                    source: e,
+                })?;
+            if let (Some(k), Some(v)) = (
+                decode::<nd_sock_key>(&key),
+                value.as_deref().and_then(decode::<nd_retrans_stats>),
+            ) {
+                if k.netns == self.netns {
+                    out.push(RetransStats::from_raw(&k, &v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves close events from the ring buffer into memory. Call it often (every 100 ms)
+    /// while observing: the ring holds about 2,500 events.
+    pub fn poll_closed(&self) -> Result<()> {
+        self.ring.consume().map_err(|e| Error::Map {
+            map: "sock_events",
+            source: e,
+        })
+    }
+
+    /// Connections of the loading namespace that closed since the last call.
+    pub fn drain_closed(&self) -> Result<Vec<ClosedSocket>> {
+        self.poll_closed()?;
+        Ok(std::mem::take(
+            &mut *self.closed.lock().unwrap_or_else(PoisonError::into_inner),
+        ))
+    }
+
+    /// Close events lost because the ring buffer was full.
+    pub fn lost_events(&self) -> u64 {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.sock_events_lost)
+    }
+}
+
+/// The ring of close events, with a callback that keeps the events of namespace `netns`
+/// in `closed`. The ring buffer maps the ring itself and needs nothing borrowed once built.
+fn close_ring(
+    skel: &SocketsSkel<'_>,
+    netns: u32,
+    closed: Arc<Mutex<Vec<ClosedSocket>>>,
+) -> Result<RingBuffer<'static>> {
+    let err = |source| Error::Map {
+        map: "sock_events",
+        source,
+    };
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.sock_events, move |bytes: &[u8]| {
+            let raw = bytes
+                .get(..std::mem::size_of::<nd_sock_close>())
+                .and_then(decode::<nd_sock_close>);
+            if let Some(raw) = raw.filter(|r| r.info.key.netns == netns) {
+                closed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(ClosedSocket::from_raw(&raw));
+            }
+            0
+        })
+        .map_err(err)?;
+    builder.build().map_err(err)
+}

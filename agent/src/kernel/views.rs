@@ -1,0 +1,120 @@
+//! Plain Rust views of the BPF maps' C structs (`ebpf/include/netdoctor.h`).
+//!
+//! The structs themselves are generated into the skeleton; this module only adds the byte
+//! conversions libbpf-rs map reads need, and the small enums the C side stores as numbers.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::Serialize;
+
+pub use crate::kernel::bpf::packet::types::{
+    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
+};
+
+// SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
+// netdoctor.h made only of integers and integer arrays, with explicit padding fields, so
+// every bit pattern of the right length is a valid value.
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_iface_dir {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_flow_key {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_flow_stats {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_flow_slot {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_ptb_key {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_ptb_stats {}
+
+/// Decodes a map key or value; `None` if the kernel returned the wrong length.
+pub(crate) fn decode<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
+    let mut out = T::default();
+    (bytes.len() == std::mem::size_of::<T>())
+        .then(|| plain::copy_from_bytes(&mut out, bytes).ok())
+        .flatten()
+        .map(|()| out)
+}
+
+/// The bytes of a map key or value.
+pub(crate) fn encode<T: plain::Plain>(value: &T) -> &[u8] {
+    // SAFETY: `T: Plain` types have no padding holes the kernel could misread and no
+    // pointers; viewing them as bytes is what the map API expects.
+    unsafe { plain::as_bytes(value) }
+}
+
+/// Packet direction as the hook saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Received on the interface.
+    Ingress = 0,
+    /// Sent from the interface.
+    Egress = 1,
+}
+
+impl Direction {
+    pub(crate) fn from_raw(raw: u8) -> Self {
+        if raw == 1 {
+            Direction::Egress
+        } else {
+            Direction::Ingress
+        }
+    }
+}
+
+/// Encapsulation recognised on an underlay flow (`enum nd_encap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Encap {
+    /// Not a tunnel packet.
+    None = 0,
+    /// WireGuard (recognised by message shape, any port).
+    Wireguard = 1,
+    /// VXLAN (UDP 4789 or 8472).
+    Vxlan = 2,
+    /// GENEVE (UDP 6081).
+    Geneve = 3,
+    /// fastd (configured port).
+    Fastd = 4,
+    /// tinc (configured port).
+    Tinc = 5,
+    /// Another UDP VPN daemon (configured port).
+    Other = 6,
+}
+
+impl Encap {
+    pub(crate) fn from_raw(raw: u8) -> Self {
+        match raw {
+            1 => Encap::Wireguard,
+            2 => Encap::Vxlan,
+            3 => Encap::Geneve,
+            4 => Encap::Fastd,
+            5 => Encap::Tinc,
+            6 => Encap::Other,
+            _ => Encap::None,
+        }
+    }
+}
+
+/// An address stored in a 16-byte key field (IPv4 in the first four bytes).
+pub(crate) fn addr(family: u8, raw: &[u8; 16]) -> IpAddr {
+    if family == 4 {
+        IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(*raw))
+    }
+}
+
+/// Converts a CLOCK_MONOTONIC timestamp (what BPF records) to milliseconds since the UNIX
+/// epoch.
+pub(crate) fn monotonic_to_unix_ms(mono_ns: u64) -> u64 {
+    let now_mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0);
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    now_unix.saturating_sub(now_mono.saturating_sub(mono_ns)) / 1_000_000
+}

@@ -3,7 +3,7 @@
 //! Every BPF program is optional: one that cannot load or attach costs its signal, named in
 //! one warning line on stderr and one line in the report's notes, and the facts only it
 //! gives become "missing", so the rules that need them are reported as not evaluated
-//! (see [`crate::rules::evaluate_partial`]) instead of passing on zeros.
+//! (see `rules::evaluate_partial`) instead of passing on zeros.
 
 use std::mem::MaybeUninit;
 

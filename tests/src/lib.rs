@@ -40,6 +40,7 @@ mod ids;
 pub mod loss;
 pub mod netdoctor;
 pub mod netns;
+pub mod packet;
 pub mod prometheus;
 pub mod stats;
 pub mod topology;

@@ -1,13 +1,19 @@
-//! BPF plumbing shared by the measurements (`netdoctor-bench`, `dataplane_microbench`):
-//! the empty programs they measure as their floor, run-time statistics, program info, and
-//! links made directly on program descriptors, for programs that are not netdoctor's own loader's
-//! (the floor, compiled variants of packet.bpf.c).
+//! BPF plumbing shared by the data plane's tests (`dataplane_test_run`) and measurements
+//! (`netdoctor-bench`, `dataplane_microbench`): test runs ([`test_run`]), a program's maps
+//! ([`maps`]), the empty programs the measurements take as their floor, run-time
+//! statistics, program info, and links made directly on program descriptors, for programs
+//! that are not netdoctor's own loader's (the floor, compiled variants of packet.bpf.c).
+//!
+//! Everything works on descriptors, so none of it depends on netdoctor's crate.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
+
+pub mod maps;
+pub mod test_run;
 
 /// Generated skeleton of `tests/bpf/floor.bpf.c` (built by `tests/build.rs`): empty
 /// programs with netdoctor's sections and return codes, whose ns per run is the cost of

@@ -7,10 +7,13 @@
 //! Everything works on descriptors, so none of it depends on netdoctor's crate.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::OpenObject;
 
 pub mod maps;
 pub mod test_run;
@@ -30,6 +33,14 @@ pub mod test_run;
 )]
 pub mod floor {
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+/// Opens and loads the empty programs of [`floor`].
+pub fn load_floor(storage: &mut MaybeUninit<OpenObject>) -> Result<floor::FloorSkel<'_>> {
+    let open = floor::FloorSkelBuilder::default()
+        .open(storage)
+        .context("opening the floor programs")?;
+    open.load().context("loading the floor programs")
 }
 
 /// BPF run-time statistics (`run_time_ns`, `run_cnt`), on while this guard lives

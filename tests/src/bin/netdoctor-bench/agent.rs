@@ -9,14 +9,18 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use netdoctor_lab::{cmd, BgProcess, Netns};
+use netdoctor_lab::{BgProcess, Netns};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
-use super::{
-    fmt_opt, median, query_hooks, verdict, Args, Lab, Side, Tracing, STOP,
-    TARGET_AGENT_IDLE_CPU_PERCENT, TARGET_AGENT_RSS_MB,
-};
+use crate::args::{Args, Side};
+use crate::lab::Lab;
+use crate::machine::clk_tck;
+use crate::programs::query_hooks;
+use crate::report::{fmt_opt, verdict};
+use crate::tables::median;
+use crate::tracing::Tracing;
+use crate::{STOP, TARGET_AGENT_IDLE_CPU_PERCENT, TARGET_AGENT_RSS_MB};
 
 /// `--interval` of the measured agent.
 const AGENT_INTERVAL: Duration = Duration::from_secs(10);
@@ -59,15 +63,6 @@ fn free_port(ns: &Netns) -> Result<u16> {
             .port())
     })?
     .context("finding a free port for the agent")
-}
-
-/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 if that fails).
-pub(crate) fn clk_tck() -> f64 {
-    cmd::host_run(&["getconf", "CLK_TCK"])
-        .ok()
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
 }
 
 /// utime + stime of every thread of `pid`, alive or exited, and cutime + cstime of its

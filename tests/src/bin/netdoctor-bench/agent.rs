@@ -19,7 +19,6 @@ use crate::machine::clk_tck;
 use crate::programs::query_hooks;
 use crate::report::{fmt_opt, verdict};
 use crate::tables::median;
-use crate::tracing::Tracing;
 use crate::{STOP, TARGET_AGENT_IDLE_CPU_PERCENT, TARGET_AGENT_RSS_MB};
 
 /// `--interval` of the measured agent.
@@ -668,7 +667,7 @@ impl AgentBench {
     }
 
     pub(crate) fn print_text(&self, side: Side) {
-        let ns = Tracing::watched_text(side);
+        let ns = side.namespace();
         println!(
             "Agent: `netdoctor agent --interval {}s --no-probe` in {ns}, watching {ns}/eth0 (the process itself: /proc/PID/stat, /proc/PID/status)",
             AGENT_INTERVAL.as_secs()
@@ -813,7 +812,7 @@ impl AgentBench {
     }
 
     pub(crate) fn json(&self, side: Side) -> Value {
-        let ns = Tracing::watched_text(side);
+        let ns = side.namespace();
         let load = self.load_evaluations();
         let (b, w) = self.gbps();
         json!({

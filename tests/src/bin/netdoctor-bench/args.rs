@@ -3,17 +3,18 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Result};
+use clap::{Parser, ValueEnum};
 use libbpf_rs::libbpf_sys;
 
 use crate::{AGENT, TRACING};
 
 /// Which end of the link netdoctor watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Side {
-    /// `b/eth0`: ingress carries the data (GSO super-packets), egress the ACKs.
+    /// b/eth0: ingress carries the data (GSO super-packets), egress the ACKs
     Receiver,
-    /// `a/eth0`: egress carries the data, ingress the ACKs.
+    /// a/eth0: egress carries the data, ingress the ACKs
     Sender,
 }
 
@@ -22,6 +23,14 @@ impl Side {
         match self {
             Side::Receiver => "receiver",
             Side::Sender => "sender",
+        }
+    }
+
+    /// The namespace of the watched end: `b` or `a`.
+    pub(crate) fn namespace(self) -> &'static str {
+        match self {
+            Side::Receiver => "b",
+            Side::Sender => "a",
         }
     }
 }
@@ -45,11 +54,11 @@ impl Config {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Result<Config> {
+    pub(crate) fn parse(s: &str) -> Result<Config, String> {
         Config::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .with_context(|| {
+            .ok_or_else(|| {
                 format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native, tracing, agent)")
             })
     }
@@ -99,142 +108,141 @@ impl Config {
     }
 }
 
-#[derive(Debug, Clone)]
-pub(crate) struct Args {
-    pub(crate) duration: u32,
-    pub(crate) rounds: u32,
-    pub(crate) parallel: u32,
-    pub(crate) parallel_duration: u32,
-    pub(crate) json: bool,
-    pub(crate) netdoctor: PathBuf,
-    pub(crate) side: Side,
-    /// Packet configurations (the `tracing` and `agent` entries of --configs are the
-    /// booleans below).
-    pub(crate) configs: Vec<Config>,
-    /// Measure the tracing programs (`tracing` in --configs).
+/// What `--configs` selects: packet configurations and the other sections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Selection {
+    /// Packet configurations, in the order given.
+    pub(crate) packet: Vec<Config>,
+    /// Measure the tracing programs (`tracing`).
     pub(crate) tracing: bool,
-    pub(crate) tracing_duration: u32,
-    pub(crate) tracing_loss: u8,
-    /// Measure the agent process (`agent` in --configs).
+    /// Measure the agent process (`agent`).
     pub(crate) agent: bool,
-    pub(crate) agent_idle: u32,
 }
 
-const USAGE: &str = "\
-netdoctor-bench: throughput and per-packet cost of netdoctor's data plane on a veth pair
+impl Selection {
+    /// A comma-separated list of tc, xdp-generic, xdp-native, tracing, agent (empty
+    /// entries are skipped).
+    fn parse(list: &str) -> Result<Selection, String> {
+        let items: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+        Ok(Selection {
+            tracing: items.contains(&TRACING),
+            agent: items.contains(&AGENT),
+            packet: items
+                .into_iter()
+                .filter(|s| *s != TRACING && *s != AGENT)
+                .map(Config::parse)
+                .collect::<Result<_, _>>()?,
+        })
+    }
 
-USAGE: netdoctor-bench [OPTIONS]   (root; build first: cargo build --release -p netdoctor)
+    /// The names, as --configs takes them.
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.packet
+            .iter()
+            .map(|c| c.name())
+            .chain(self.tracing.then_some(TRACING))
+            .chain(self.agent.then_some(AGENT))
+            .collect()
+    }
+}
 
-OPTIONS:
-  --duration SECS           iperf3 time per run (default 5)
-  --rounds N                alternations of baseline and attached runs (default 3)
-  --parallel N              streams of the extra many-flows tc run, 0 skips it (default 8)
-  --parallel-duration SECS  iperf3 time of that run (default 3)
-  --side receiver|sender    end netdoctor watches: b/eth0 (receiver, default: ingress sees
-                            the data, so XDP handles GSO super-packets) or a/eth0 (sender)
-  --configs LIST            comma-separated subset of tc,xdp-generic,xdp-native,tracing,agent
-                            (default all); tracing = per-event cost of the socket probes
-                            (netdoctor flows) and the kfree_skb program (netdoctor drops);
-                            agent = RSS and CPU of `netdoctor agent`, idle and under iperf3
-                            (--rounds runs of --duration s against baselines; ~2.5 min)
-  --tracing-duration SECS   load window per tracing command (default 6; plus 2 s idle each)
-  --tracing-loss PCT        random loss on the receiver's ingress during it (default 3)
-  --agent-idle SECS         the agent's idle window (default 30: three evaluations)
-  --netdoctor PATH          netdoctor binary (default: next to this binary)
-  --json                    print one JSON document instead of the text report
-  -h, --help                this text
-";
+/// A percentage, 0 to 100.
+fn percentage(s: &str) -> Result<u8, String> {
+    s.parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| "must be a percentage (0-100)".to_owned())
+}
 
-pub(crate) fn parse_args() -> Result<Option<Args>> {
-    let exe_dir = std::env::current_exe()
+/// `netdoctor` next to this binary.
+fn netdoctor_next_to_me() -> PathBuf {
+    std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut args = Args {
-        duration: 5,
-        rounds: 3,
-        parallel: 8,
-        parallel_duration: 3,
-        json: false,
-        netdoctor: exe_dir.join("netdoctor"),
-        side: Side::Receiver,
-        configs: Config::ALL.to_vec(),
-        tracing: true,
-        tracing_duration: 6,
-        tracing_loss: 3,
-        agent: true,
-        agent_idle: 30,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = || -> Result<String> {
-            match &inline {
-                Some(v) => Ok(v.clone()),
-                None => it.next().with_context(|| format!("{flag} needs a value")),
-            }
-        };
-        let number = |v: String| -> Result<u32> {
-            v.parse::<u32>()
-                .with_context(|| format!("{flag}: {v:?} is not a whole number"))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return Ok(None);
-            }
-            "--duration" => args.duration = number(value()?)?,
-            "--rounds" => args.rounds = number(value()?)?,
-            "--parallel" => args.parallel = number(value()?)?,
-            "--parallel-duration" => args.parallel_duration = number(value()?)?,
-            "--json" => args.json = true,
-            "--netdoctor" => args.netdoctor = PathBuf::from(value()?),
-            "--side" => {
-                args.side = match value()?.as_str() {
-                    "receiver" => Side::Receiver,
-                    "sender" => Side::Sender,
-                    other => bail!("--side: {other:?} is neither receiver nor sender"),
-                }
-            }
-            "--configs" => {
-                let list = value()?;
-                let items: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
-                args.tracing = items.contains(&TRACING);
-                args.agent = items.contains(&AGENT);
-                args.configs = items
-                    .into_iter()
-                    .filter(|s| *s != TRACING && *s != AGENT)
-                    .map(Config::parse)
-                    .collect::<Result<_>>()?;
-            }
-            "--tracing-duration" => args.tracing_duration = number(value()?)?,
-            "--tracing-loss" => {
-                args.tracing_loss = u8::try_from(number(value()?)?)
-                    .ok()
-                    .filter(|p| *p <= 100)
-                    .context("--tracing-loss must be a percentage (0-100)")?;
-            }
-            "--agent-idle" => args.agent_idle = number(value()?)?,
-            other => bail!("unknown argument {other:?}; see --help"),
-        }
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("netdoctor")
+}
+
+/// netdoctor-bench: throughput and per-packet cost of netdoctor's data plane on a veth pair
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "netdoctor-bench",
+    after_help = "Run as root. Build first: cargo build --release -p netdoctor \
+                  (bash .ci/bench builds the release binaries and runs this one).",
+    args_override_self = true
+)]
+pub(crate) struct Args {
+    /// iperf3 time per run
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub(crate) duration: u32,
+    /// alternations of baseline and attached runs
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub(crate) rounds: u32,
+    /// streams of the extra many-flows tc run, 0 skips it
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub(crate) parallel: u32,
+    /// iperf3 time of that run
+    #[arg(long, value_name = "SECS", default_value_t = 3)]
+    pub(crate) parallel_duration: u32,
+    /// end netdoctor watches: b/eth0 (receiver: ingress sees the data, so XDP handles GSO
+    /// super-packets) or a/eth0 (sender)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "receiver|sender",
+        default_value_t = Side::Receiver,
+        hide_possible_values = true
+    )]
+    pub(crate) side: Side,
+    /// comma-separated subset of tc,xdp-generic,xdp-native,tracing,agent (default all);
+    /// tracing = per-event cost of the socket probes (netdoctor flows) and the kfree_skb
+    /// program (netdoctor drops); agent = RSS and CPU of `netdoctor agent`, idle and under
+    /// iperf3 (--rounds runs of --duration s against baselines; ~2.5 min)
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "tc,xdp-generic,xdp-native,tracing,agent",
+        hide_default_value = true,
+        value_parser = Selection::parse
+    )]
+    pub(crate) configs: Selection,
+    /// load window per tracing command (plus 2 s idle each)
+    #[arg(long, value_name = "SECS", default_value_t = 6)]
+    pub(crate) tracing_duration: u32,
+    /// random loss on the receiver's ingress during it
+    #[arg(long, value_name = "PCT", default_value_t = 3, value_parser = percentage)]
+    pub(crate) tracing_loss: u8,
+    /// the agent's idle window (three evaluations by default)
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub(crate) agent_idle: u32,
+    /// netdoctor binary (default: next to this binary)
+    #[arg(long, value_name = "PATH", default_value_os_t = netdoctor_next_to_me(), hide_default_value = true)]
+    pub(crate) netdoctor: PathBuf,
+    /// print one JSON document instead of the text report
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl Args {
+    /// The command line, checked: clap prints help or a usage error itself and exits (0 or
+    /// 2); the checks across options come back as an error.
+    pub(crate) fn from_command_line() -> Result<Args> {
+        let args = Args::parse();
+        ensure!(args.duration >= 1, "--duration must be at least 1 s");
+        ensure!(args.rounds >= 1, "--rounds must be at least 1");
+        ensure!(
+            args.tracing_duration >= 1,
+            "--tracing-duration must be at least 1 s"
+        );
+        ensure!(args.agent_idle >= 1, "--agent-idle must be at least 1 s");
+        ensure!(
+            args.configs.tracing || args.configs.agent || !args.configs.packet.is_empty(),
+            "--configs selects nothing to measure"
+        );
+        ensure!(
+            args.parallel == 0 || args.parallel_duration >= 1,
+            "--parallel-duration must be at least 1 s"
+        );
+        Ok(args)
     }
-    ensure!(args.duration >= 1, "--duration must be at least 1 s");
-    ensure!(args.rounds >= 1, "--rounds must be at least 1");
-    ensure!(
-        args.tracing_duration >= 1,
-        "--tracing-duration must be at least 1 s"
-    );
-    ensure!(args.agent_idle >= 1, "--agent-idle must be at least 1 s");
-    ensure!(
-        args.tracing || args.agent || !args.configs.is_empty(),
-        "--configs selects nothing to measure"
-    );
-    ensure!(
-        args.parallel == 0 || args.parallel_duration >= 1,
-        "--parallel-duration must be at least 1 s"
-    );
-    Ok(Some(args))
 }

@@ -96,7 +96,7 @@ use netdoctor_lab::ci;
 use nix::sys::signal::Signal;
 
 use agent::run_agent;
-use args::{parse_args, Args, Config};
+use args::{Args, Config};
 use floor::Floor;
 use lab::Lab;
 use machine::{loadavg, machine};
@@ -146,7 +146,7 @@ fn install_signal_handlers() -> Result<()> {
 fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
     let mut steps = Vec::new();
     for round in 0..args.rounds {
-        for &config in &args.configs {
+        for &config in &args.configs.packet {
             steps.push((Kind::Baseline, round, args.duration, 1));
             steps.push((Kind::Netdoctor(config), round, args.duration, 1));
             if config != Config::Tc {
@@ -155,7 +155,7 @@ fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
         }
     }
     // The many-flows run belongs to the packet section: skipped when it measures nothing.
-    if args.parallel > 1 && !args.configs.is_empty() {
+    if args.parallel > 1 && !args.configs.packet.is_empty() {
         steps.push((Kind::Baseline, 0, args.parallel_duration, args.parallel));
         steps.push((
             Kind::Netdoctor(Config::Tc),
@@ -169,10 +169,10 @@ fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
 
 fn run(args: &Args) -> Result<ExitCode> {
     let mut tools = vec!["iperf3", "ss", "date"];
-    if args.tracing {
+    if args.configs.tracing {
         tools.push("nft");
     }
-    if args.agent {
+    if args.configs.agent {
         tools.push("getconf");
     }
     if !(ci::require_bpf_or_skip() && ci::require_tools_or_skip(&tools)) {
@@ -196,7 +196,7 @@ fn run(args: &Args) -> Result<ExitCode> {
     let floor = Floor::load(&mut storage)?;
     // Only the packet and tracing sections read BPF statistics; the agent's is measured
     // without them (they slow every program run down).
-    let stats = if args.tracing || !args.configs.is_empty() {
+    let stats = if args.configs.tracing || !args.configs.packet.is_empty() {
         Some(StatsGuard::enable()?)
     } else {
         None
@@ -216,7 +216,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         progress(&run, total, i + 1);
         runs.push(run);
     }
-    let tracing = if args.tracing {
+    let tracing = if args.configs.tracing {
         let started = Instant::now();
         let t = run_tracing(&lab, &floor, &netdoctor, args).context("tracing section")?;
         eprintln!(
@@ -228,7 +228,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         None
     };
     drop(stats);
-    let agent = if args.agent {
+    let agent = if args.configs.agent {
         let started = Instant::now();
         let a = run_agent(&lab, &netdoctor, args).context("agent section")?;
         eprintln!(
@@ -259,9 +259,8 @@ fn run(args: &Args) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(Some(args)) => args,
-        Ok(None) => return ExitCode::SUCCESS,
+    let args = match Args::from_command_line() {
+        Ok(args) => args,
         Err(e) => {
             eprintln!("netdoctor-bench: {e:#}");
             return ExitCode::from(2);

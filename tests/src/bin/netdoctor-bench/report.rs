@@ -10,7 +10,7 @@ use crate::tables::{
     cpu_shares, min_max, packet_floor, prog_rows, throughput_rows, ProgRow, ThroughputRow,
 };
 use crate::tracing::Tracing;
-use crate::{AGENT, TARGET_NS_ABOVE_FLOOR, TARGET_RATIO, TRACING};
+use crate::{TARGET_NS_ABOVE_FLOOR, TARGET_RATIO};
 
 pub(crate) fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
     v.map(|x| format!("{x:.decimals$}"))
@@ -178,7 +178,7 @@ impl Report<'_> {
                 );
             }
         };
-        print_rows(prog_rows(&self.runs, 1, &a.configs));
+        print_rows(prog_rows(&self.runs, 1, &a.configs.packet));
         if a.parallel > 1 {
             print_rows(prog_rows(&self.runs, a.parallel, &[Config::Tc]));
         }
@@ -192,7 +192,7 @@ impl Report<'_> {
             "bound by CPU loses to netdoctor's programs, without the noise of iperf3's throughput (target ≥ {:.0} % kept)",
             TARGET_RATIO * 100.0
         );
-        for (config, rows) in cpu_shares(&prog_rows(&self.runs, 1, &a.configs)) {
+        for (config, rows) in cpu_shares(&prog_rows(&self.runs, 1, &a.configs.packet)) {
             let total: f64 = rows.iter().map(|(_, s)| s).sum();
             let parts = rows
                 .iter()
@@ -270,7 +270,7 @@ impl Report<'_> {
                 },
             })
         };
-        let mut programs: Vec<Value> = prog_rows(&self.runs, 1, &a.configs)
+        let mut programs: Vec<Value> = prog_rows(&self.runs, 1, &a.configs.packet)
             .iter()
             .map(prog_json)
             .collect();
@@ -327,10 +327,10 @@ impl Report<'_> {
                 "congestion_control": self.cc,
                 "duration_s": a.duration,
                 "rounds": a.rounds,
-                "configs": a.configs.iter().map(|c| c.name()).chain(a.tracing.then_some(TRACING)).chain(a.agent.then_some(AGENT)).collect::<Vec<_>>(),
+                "configs": a.configs.names(),
                 "parallel": a.parallel,
                 "parallel_duration_s": a.parallel_duration,
-                "watched": format!("{}/eth0 ({})", if a.side == Side::Receiver { "b" } else { "a" }, a.side.name()),
+                "watched": format!("{}/eth0 ({})", a.side.namespace(), a.side.name()),
                 "bpf_stats": "BPF_ENABLE_STATS descriptor held during the packet and tracing sections (not the agent section)",
                 "bpf_stats_enabled_sysctl": m.bpf_stats_sysctl,
                 "floor": "tc: empty programs behind netdoctor's on the same tcx hooks in the same runs; xdp: separate runs of the same configuration with empty programs",

@@ -10,15 +10,8 @@ use crate::tracing::programs::ND_ITER_TCP;
 use crate::tracing::{Tracing, TRACING_IDLE};
 
 impl Tracing {
-    pub(crate) fn watched_text(side: Side) -> &'static str {
-        match side {
-            Side::Receiver => "b",
-            Side::Sender => "a",
-        }
-    }
-
     pub(crate) fn print_text(&self, side: Side, packet_floor: Option<f64>) {
-        let ns = Self::watched_text(side);
+        let ns = side.namespace();
         println!("Tracing programs (ns per event = Δrun_time_ns / Δrun_cnt; raw, see floor)");
         println!(
             "  load:  iperf3 a→b 1 stream with {} % random loss on b/eth0 ingress (nft), plus short TCP",
@@ -145,7 +138,7 @@ impl Tracing {
     }
 
     pub(crate) fn json(&self, side: Side, packet_floor: Option<f64>) -> Value {
-        let ns = Self::watched_text(side);
+        let ns = side.namespace();
         let window = |c: Counter, secs: f64| {
             json!({
                 "secs": secs,

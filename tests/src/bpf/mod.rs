@@ -1,10 +1,12 @@
 //! BPF plumbing shared by the data plane's tests (`dataplane_test_run`) and measurements
 //! (`netdoctor-bench`, `dataplane_microbench`): test runs ([`test_run`]), a program's maps
-//! ([`maps`]), the empty programs the measurements take as their floor, run-time
-//! statistics, program info, and links made directly on program descriptors, for programs
-//! that are not netdoctor's own loader's (the floor, compiled variants of packet.bpf.c).
+//! ([`maps`]), the programs on an interface's hooks ([`query`]), the empty programs the
+//! measurements take as their floor, run-time statistics, program info, and links made
+//! directly on program descriptors, for programs that are not netdoctor's own loader's
+//! (the floor, compiled variants of packet.bpf.c).
 //!
-//! Everything works on descriptors, so none of it depends on netdoctor's crate.
+//! Everything works on descriptors, ids and ifindexes, so none of it depends on netdoctor's
+//! crate.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -16,6 +18,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
 pub mod maps;
+pub mod query;
 pub mod test_run;
 
 /// Generated skeleton of `tests/bpf/floor.bpf.c` (built by `tests/build.rs`): empty

@@ -6,10 +6,9 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{libbpf_sys, OpenObject};
-use netdoctor_lab::bpf::floor::{FloorSkel, FloorSkelBuilder};
-use netdoctor_lab::bpf::link_create;
+use netdoctor_lab::bpf::floor::FloorSkel;
+use netdoctor_lab::bpf::{link_create, load_floor};
 use netdoctor_lab::Netns;
 
 use crate::packet::run::Hook;
@@ -35,10 +34,7 @@ impl std::fmt::Debug for Floor<'_> {
 
 impl<'obj> Floor<'obj> {
     pub(crate) fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Floor<'obj>> {
-        let open = FloorSkelBuilder::default()
-            .open(storage)
-            .context("opening the floor programs")?;
-        let skel = open.load().context("loading the floor programs")?;
+        let skel = load_floor(storage)?;
         let id = |fd| libbpf_rs::Program::id_from_fd(fd).context("floor program id");
         Ok(Floor {
             xdp_id: id(skel.progs.floor_xdp.as_fd())?,

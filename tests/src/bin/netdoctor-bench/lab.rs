@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::{traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology};
+use netdoctor_lab::{attached, traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
@@ -38,14 +38,7 @@ impl Lab {
             Side::Receiver => &topo.b,
             Side::Sender => &topo.a,
         };
-        let json = watched.ip(&["-j", "link", "show", "dev", PairTopology::IFNAME])?;
-        let v: Value = serde_json::from_str(&json).context("parsing `ip -j link show`")?;
-        let ifindex = v
-            .get(0)
-            .and_then(|l| l.get("ifindex"))
-            .and_then(Value::as_u64)
-            .and_then(|i| u32::try_from(i).ok())
-            .with_context(|| format!("no ifindex in {json}"))?;
+        let ifindex = attached::ifindex(watched, PairTopology::IFNAME)?;
         Ok(Lab {
             topo,
             _server: server,

@@ -10,46 +10,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
 use netdoctor_lab::bpf::prog_info;
+use netdoctor_lab::bpf::query::{tcx_prog_ids, xdp_prog_id};
 use netdoctor_lab::Netns;
-
-/// Ids of the programs on a tcx hook of `ifindex`, in chain order.
-pub(crate) fn tcx_prog_ids(ifindex: u32, attach_type: u32) -> io::Result<Vec<u32>> {
-    let mut ids = [0u32; 64];
-    let mut opts = libbpf_sys::bpf_prog_query_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_prog_query_opts>() as _,
-        prog_ids: ids.as_mut_ptr(),
-        ..Default::default()
-    };
-    opts.__bindgen_anon_1.prog_cnt = ids.len() as u32;
-    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
-    // SAFETY: `opts.prog_ids` points at `ids`, which holds `prog_cnt` entries and outlives
-    // the call; `opts` is otherwise zero-initialised with a matching `sz`.
-    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(target, attach_type, &mut opts) };
-    if rc < 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    // SAFETY: both union members are the same `u32`; the kernel wrote the count.
-    let n = unsafe { opts.__bindgen_anon_1.prog_cnt } as usize;
-    Ok(ids[..n.min(ids.len())].to_vec())
-}
-
-/// The XDP program attached to `ifindex` in any mode (0 for none).
-pub(crate) fn xdp_prog_id(ifindex: u32) -> io::Result<u32> {
-    let mut opts = libbpf_sys::bpf_xdp_query_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _,
-        ..Default::default()
-    };
-    let target = i32::try_from(ifindex).map_err(|_| io::Error::other("ifindex out of range"))?;
-    // SAFETY: `opts` is a valid, initialised options struct that outlives the call.
-    let rc = unsafe { libbpf_sys::bpf_xdp_query(target, 0, &mut opts) };
-    if rc < 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    Ok([opts.prog_id, opts.drv_prog_id, opts.skb_prog_id]
-        .into_iter()
-        .find(|&id| id != 0)
-        .unwrap_or(0))
-}
 
 /// Program ids attached to one interface.
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
-use netdoctor_lab::bpf::prog_info;
+use netdoctor_lab::bpf::maps::program_map_ids;
 use netdoctor_lab::BgProcess;
 
 use crate::programs::{all_programs, process_prog_ids, Counter};
@@ -132,11 +132,8 @@ impl BssCounter {
         use libbpf_rs::btf::types::{DataSec, Var};
         use libbpf_rs::MapCore;
 
-        let mut ids = [0u32; 32];
-        let info =
-            prog_info(prog.fd.as_raw_fd(), &mut ids).context("listing the program's maps")?;
-        let n = (info.nr_map_ids as usize).min(ids.len());
-        let map = ids[..n]
+        let ids = program_map_ids(prog.fd.as_raw_fd()).context("listing the program's maps")?;
+        let map = ids
             .iter()
             .filter_map(|&id| libbpf_rs::MapHandle::from_map_id(id).ok())
             .find(|m| m.name().to_string_lossy().ends_with(".bss"))

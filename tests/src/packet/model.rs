@@ -1,40 +1,13 @@
 //! An independent model of what `ebpf/packet.bpf.c` does to one direction's counters for
-//! one frame (no GSO), written from the C code's documented rules (l3_parse, l4_parse,
-//! account), not from the C code. The randomised tests run thousands of random frames
+//! one frame (no GSO), written independently from the C code's documented rules
+//! (l3_parse, l4_parse, account). The randomised tests run thousands of random frames
 //! ([`super::random`]) through the real programs and through this model and compare the
 //! counters field by field.
 //!
-//! It knows nothing of netdoctor's types: [`Counters`] has the fields of netdoctor's
-//! `DirCounters`, which the tests convert.
+//! It knows nothing of netdoctor's types: it counts into the lab's own mirror of them,
+//! [`DirCounters`] (what netdoctor's JSON reports), to which the tests convert.
 
-/// One direction's counters, field for field as netdoctor's `DirCounters`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Frames the hook saw.
-    pub packets: u64,
-    /// Wire segments.
-    pub segments: u64,
-    /// Bytes, L2 header included.
-    pub bytes: u64,
-    /// Segments per size bucket (see [`size_bucket`]).
-    pub size_buckets: Vec<u64>,
-    /// Frames that are not IPv4/IPv6.
-    pub non_ip: u64,
-    /// Frames whose headers are shorter than they claim.
-    pub truncated: u64,
-    /// GSO/GRO super-packets (the model sees none).
-    pub gso_packets: u64,
-    /// First fragments.
-    pub fragments_first: u64,
-    /// Later fragments.
-    pub fragments_later: u64,
-    /// DF-marked (or IPv6) segments larger than the MTU.
-    pub df_over_mtu: u64,
-    /// ICMP fragmentation-needed messages.
-    pub icmp_frag_needed: u64,
-    /// ICMPv6 packet-too-big messages.
-    pub icmp6_packet_too_big: u64,
-}
+use crate::netdoctor::DirCounters;
 
 /// Size bucket of an IP length, as `size_bucket()` in packet.bpf.c: the first bound it does
 /// not exceed, or one past the last bound.
@@ -215,7 +188,7 @@ pub struct Model<'a> {
 
 impl Model<'_> {
     /// Applies one frame (accepted by the kernel) to `d`.
-    pub fn apply(&self, p: &[u8], d: &mut Counters) -> Outcome {
+    pub fn apply(&self, p: &[u8], d: &mut DirCounters) -> Outcome {
         let Model {
             raw_ip,
             xdp,

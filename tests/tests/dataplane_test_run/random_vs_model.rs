@@ -10,16 +10,18 @@ use netdoctor::dataplane::{Dataplane, Options, ProgramKind};
 use netdoctor::flows::Flow;
 use netdoctor::iface::LinkType;
 use netdoctor_lab::ci;
-use netdoctor_lab::packet::model::{Counters, Model, Outcome};
+use netdoctor_lab::netdoctor::DirCounters as LabDirCounters;
+use netdoctor_lab::packet::model::{Model, Outcome};
 use netdoctor_lab::packet::random::{random_frame, Rng};
 
 use crate::harness::{
     counters, dir_of, direction, kernel_rejects, pass_code, test_run, with_dp, LO,
 };
 
-/// `d` as the model keeps it. Every field is named, so a counter added to netdoctor's
-/// `DirCounters` fails to compile here until the model knows it too.
-fn model_counters(d: &DirCounters) -> Counters {
+/// `d` as the model keeps it (the lab's mirror of netdoctor's counters). Every field is
+/// named, so a counter added to netdoctor's `DirCounters` fails to compile here until the
+/// model knows it too.
+fn model_counters(d: &DirCounters) -> LabDirCounters {
     let DirCounters {
         packets,
         segments,
@@ -34,7 +36,7 @@ fn model_counters(d: &DirCounters) -> Counters {
         icmp_frag_needed,
         icmp6_packet_too_big,
     } = d.clone();
-    Counters {
+    LabDirCounters {
         packets,
         segments,
         bytes,

@@ -63,6 +63,21 @@ impl Lab {
     }
 }
 
+/// `netdoctor flows` on the watched interface with a JSON report of every flow, for longer
+/// than any run (each is stopped with SIGINT).
+pub(crate) fn flows_argv(netdoctor: &str) -> Vec<&str> {
+    vec![
+        netdoctor,
+        "flows",
+        PairTopology::IFNAME,
+        "--duration",
+        "10m",
+        "--json",
+        "--top",
+        "0",
+    ]
+}
+
 /// Stops netdoctor (SIGINT: it reports what it saw) and parses its JSON report.
 pub(crate) fn finish_netdoctor(mut nd: BgProcess) -> Result<Value> {
     nd.signal(Signal::SIGINT)?;

@@ -10,12 +10,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use netdoctor_lab::{BgProcess, PairTopology};
+use netdoctor_lab::BgProcess;
 use serde_json::Value;
 
 use crate::args::Config;
 use crate::floor::Floor;
-use crate::lab::{finish_netdoctor, Lab};
+use crate::lab::{finish_netdoctor, flows_argv, Lab};
 use crate::machine::{clk_tck, cpu_busy_ns};
 use crate::programs::{all_programs, query_hooks};
 use crate::{STOP, WATCHING};
@@ -61,16 +61,7 @@ pub(crate) fn start_netdoctor(
     config: Config,
 ) -> Result<(BgProcess, Vec<(Hook, u32)>)> {
     let known: HashSet<u32> = all_programs().into_keys().collect();
-    let mut argv = vec![
-        netdoctor,
-        "flows",
-        PairTopology::IFNAME,
-        "--duration",
-        "10m",
-        "--json",
-        "--top",
-        "0",
-    ];
+    let mut argv = flows_argv(netdoctor);
     argv.extend_from_slice(config.netdoctor_args());
     let mut nd = lab.watched().spawn(&argv)?;
     nd.wait_for_output(WATCHING, Duration::from_secs(30))

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::args::Args;
 use crate::floor::Floor;
-use crate::lab::{finish_netdoctor, spawn_netdoctor, Lab};
+use crate::lab::{finish_netdoctor, flows_argv, spawn_netdoctor, Lab};
 use crate::packet::run::Hook;
 use crate::programs::Counter;
 use crate::report::fmt_opt;
@@ -188,16 +188,7 @@ pub(crate) fn run_tracing(
     // netdoctor flows: iter/tcp + the two socket tracepoints (and its tc programs).
     ensure!(!STOP.load(Ordering::SeqCst), "interrupted");
     eprintln!("netdoctor-bench: tracing — netdoctor flows (socket probes)");
-    let argv = [
-        netdoctor,
-        "flows",
-        PairTopology::IFNAME,
-        "--duration",
-        "10m",
-        "--json",
-        "--top",
-        "0",
-    ];
+    let argv = flows_argv(netdoctor);
     let (nd, known) = spawn_netdoctor(lab, &argv, WATCHING)?;
     let held = hold_programs(
         &nd,

@@ -110,3 +110,51 @@ pub fn skb_ctx(gso_segs: u32, gso_size: u32) -> Vec<u8> {
     ctx[176..180].copy_from_slice(&gso_size.to_ne_bytes());
     ctx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(ethertype: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len.max(14)];
+        f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        f.truncate(len);
+        f
+    }
+
+    #[test]
+    fn only_skb_runs_check_the_ip_header_length() {
+        for prog in [ProgType::Xdp, ProgType::Tc] {
+            assert!(
+                kernel_rejects(prog, &frame(0x0806, 13)),
+                "{prog:?}: below 14 bytes"
+            );
+            assert!(
+                !kernel_rejects(prog, &frame(0x0806, 14)),
+                "{prog:?}: ARP header only"
+            );
+        }
+        for (ethertype, min) in [(0x0800, 34), (0x86DD, 54)] {
+            assert!(kernel_rejects(ProgType::Tc, &frame(ethertype, min - 1)));
+            assert!(!kernel_rejects(ProgType::Tc, &frame(ethertype, min)));
+            assert!(!kernel_rejects(ProgType::Xdp, &frame(ethertype, min - 1)));
+        }
+        assert!(
+            !kernel_rejects(ProgType::Tc, &frame(0x8100, 18)),
+            "VLAN: not checked"
+        );
+    }
+
+    #[test]
+    fn skb_ctx_puts_gso_fields_at_their_uapi_offsets() {
+        let ctx = skb_ctx(7, 1448);
+        assert_eq!(ctx.len(), 192);
+        assert_eq!(ctx[164..168], 7u32.to_ne_bytes());
+        assert_eq!(ctx[176..180], 1448u32.to_ne_bytes());
+        assert_eq!(
+            ctx.iter().filter(|&&b| b != 0).count(),
+            3,
+            "nothing else set"
+        );
+    }
+}

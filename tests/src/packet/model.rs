@@ -264,3 +264,84 @@ impl Model<'_> {
         Outcome::Ip
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::builder::{self as pkt, Ipv4, Tcp};
+
+    /// netdoctor's bucket bounds today; the model takes whatever it is given.
+    const BOUNDS: [u32; 9] = [576, 1280, 1380, 1420, 1440, 1450, 1480, 1500, 9000];
+
+    fn zero() -> DirCounters {
+        DirCounters {
+            packets: 0,
+            segments: 0,
+            bytes: 0,
+            size_buckets: vec![0; BOUNDS.len() + 1],
+            non_ip: 0,
+            truncated: 0,
+            gso_packets: 0,
+            fragments_first: 0,
+            fragments_later: 0,
+            df_over_mtu: 0,
+            icmp_frag_needed: 0,
+            icmp6_packet_too_big: 0,
+        }
+    }
+
+    fn model(xdp: bool, mtu: u32) -> Model<'static> {
+        Model {
+            raw_ip: false,
+            xdp,
+            mtu,
+            size_bounds: &BOUNDS,
+        }
+    }
+
+    #[test]
+    fn size_buckets_include_their_bound() {
+        let b = |len| size_bucket(&BOUNDS, len);
+        assert_eq!((b(0), b(576), b(577)), (0, 0, 1));
+        assert_eq!((b(1500), b(1501), b(9000), b(9001)), (7, 8, 8, 9));
+    }
+
+    #[test]
+    fn df_datagram_over_the_mtu_is_counted_in_its_bucket() {
+        let mut ip = Ipv4::new(pkt::UDP);
+        ip.df = true;
+        let frame = pkt::eth(pkt::ETH_IPV4, &ip.build(&pkt::udp(1, 2, &[0; 1392])));
+        let mut d = zero();
+        assert_eq!(model(false, 1400).apply(&frame, &mut d), Outcome::Ip);
+        let mut want = zero();
+        want.packets = 1;
+        want.segments = 1;
+        want.bytes = frame.len() as u64;
+        want.size_buckets[3] = 1; // IP length 1420
+        want.df_over_mtu = 1;
+        assert_eq!(d, want);
+    }
+
+    #[test]
+    fn non_ip_and_cut_headers() {
+        let mut d = zero();
+        let arp = pkt::eth(pkt::ETH_ARP, &[0; 28]);
+        assert_eq!(model(false, 1500).apply(&arp, &mut d), Outcome::NonIp);
+        let cut = pkt::eth(pkt::ETH_IPV4, &[0x45; 10]);
+        assert_eq!(model(false, 1500).apply(&cut, &mut d), Outcome::Truncated);
+        assert_eq!((d.packets, d.non_ip, d.truncated), (2, 1, 1));
+        assert_eq!(d.size_buckets.iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn xdp_takes_an_oversized_tcp_frame_for_mtu_sized_segments() {
+        let tcp = Tcp::new(1, 2, 3, pkt::ACK).build(&[0; 2920]);
+        let frame = pkt::v4(pkt::TCP, &tcp);
+        let (mut xdp, mut tc) = (zero(), zero());
+        model(true, 1500).apply(&frame, &mut xdp);
+        model(false, 1500).apply(&frame, &mut tc);
+        // 2920 bytes of payload at an MSS of 1460: two 1500-byte segments.
+        assert_eq!((xdp.packets, xdp.segments, xdp.size_buckets[7]), (1, 2, 2));
+        assert_eq!((tc.packets, tc.segments, tc.size_buckets[8]), (1, 1, 1));
+    }
+}

@@ -12,9 +12,9 @@ use crate::{AGENT, TRACING};
 /// Which end of the link netdoctor watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Side {
-    /// b/eth0: ingress carries the data (GSO super-packets), egress the ACKs
+    /// `b/eth0`: ingress carries the data (GSO super-packets), egress the ACKs.
     Receiver,
-    /// a/eth0: egress carries the data, ingress the ACKs
+    /// `a/eth0`: egress carries the data, ingress the ACKs.
     Sender,
 }
 
@@ -216,7 +216,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub(crate) agent_idle: u32,
     /// netdoctor binary (default: next to this binary)
-    #[arg(long, value_name = "PATH", default_value_os_t = netdoctor_next_to_me(), hide_default_value = true)]
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value_os_t = netdoctor_next_to_me(),
+        hide_default_value = true
+    )]
     pub(crate) netdoctor: PathBuf,
     /// print one JSON document instead of the text report
     #[arg(long)]

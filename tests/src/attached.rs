@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use crate::bpf::query::tcx_prog_ids as tcx_chain;
 use crate::netns::Netns;
 
 /// What is attached to one interface, seen through every mechanism netdoctor may use.
@@ -51,30 +52,8 @@ pub fn ifindex(ns: &Netns, ifname: &str) -> Result<u32> {
 /// Program ids in the tcx chain `attach_type` of `ifindex`, queried from a thread inside
 /// `ns` (ifindexes are per namespace).
 fn tcx_prog_ids(ns: &Netns, ifindex: u32, attach_type: u32) -> Result<Vec<u32>> {
-    ns.run_in(move || -> Result<Vec<u32>> {
-        let mut ids = [0u32; 64];
-        let mut opts = libbpf_rs::libbpf_sys::bpf_prog_query_opts {
-            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_prog_query_opts>() as _,
-            prog_ids: ids.as_mut_ptr(),
-            ..Default::default()
-        };
-        opts.__bindgen_anon_1.count = ids.len() as u32;
-        let target = i32::try_from(ifindex).context("ifindex out of range")?;
-        // SAFETY: `opts` is initialised with its own size; `prog_ids` points at `ids`,
-        // which outlives the call and holds the `count` entries announced to the kernel.
-        let rc =
-            unsafe { libbpf_rs::libbpf_sys::bpf_prog_query_opts(target, attach_type, &mut opts) };
-        if rc != 0 {
-            bail!(
-                "bpf_prog_query_opts(ifindex {ifindex}, type {attach_type}) failed: {}",
-                std::io::Error::from_raw_os_error(-rc)
-            );
-        }
-        // SAFETY: the kernel wrote the number of programs into the union; both of its
-        // members are the same u32.
-        let count = unsafe { opts.__bindgen_anon_1.count } as usize;
-        Ok(ids[..count.min(ids.len())].to_vec())
-    })?
+    ns.run_in(move || tcx_chain(ifindex, attach_type))?
+        .with_context(|| format!("bpf_prog_query_opts(ifindex {ifindex}, type {attach_type})"))
 }
 
 fn prog_names(ids: &[u32]) -> Vec<String> {

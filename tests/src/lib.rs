@@ -41,6 +41,7 @@ pub mod kernel_lane;
 pub mod loss;
 pub mod netdoctor;
 pub mod netns;
+pub mod packet;
 pub mod prometheus;
 pub mod stats;
 pub mod topology;

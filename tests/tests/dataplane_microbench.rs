@@ -16,62 +16,43 @@
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
-use netdoctor_lab::bpf::{floor, prog_info};
+use netdoctor_lab::bpf::test_run;
+use netdoctor_lab::bpf::{floor, load_floor, prog_info};
 use netdoctor_lab::ci;
+use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
 
 const LO: u32 = 1;
 
-/// Ethernet + IPv4 (10.0.0.1 -> 10.0.0.2, DF) around a transport header and payload.
+/// Ethernet + IPv4 (10.0.0.1 -> 10.0.0.2, DF, id 0) around a transport header and payload.
 fn frame_v4(proto: u8, l4: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
-    let tot = 20 + l4.len();
-    f.extend([
-        0x45,
-        0,
-        (tot >> 8) as u8,
-        tot as u8,
-        0,
-        0,
-        0x40,
-        0,
-        64,
-        proto,
-        0,
-        0,
-    ]);
-    f.extend([10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(l4);
-    f
+    let mut ip = Ipv4::new(proto);
+    ip.df = true;
+    ip.id = 0;
+    pkt::eth(pkt::ETH_IPV4, &ip.build(l4))
 }
 
+/// An ACK segment of a flow to port 5201 with `payload` bytes of 0xab.
 fn frame_tcp(sport: u16, seq: u32, payload: usize) -> Vec<u8> {
-    let mut l4 = Vec::new();
-    l4.extend(sport.to_be_bytes());
-    l4.extend(5201u16.to_be_bytes());
-    l4.extend(seq.to_be_bytes());
-    l4.extend(0u32.to_be_bytes());
-    l4.extend([0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
-    l4.extend(std::iter::repeat_n(0xab, payload));
-    frame_v4(6, &l4)
+    let tcp = Tcp::new(sport, 5201, seq, pkt::ACK).build(&vec![0xab; payload]);
+    frame_v4(pkt::TCP, &tcp)
 }
 
+/// A datagram to port 9999 with `payload` bytes of 0xcd.
 fn frame_udp(sport: u16, payload: usize) -> Vec<u8> {
-    let mut l4 = Vec::new();
-    l4.extend(sport.to_be_bytes());
-    l4.extend(9999u16.to_be_bytes());
-    l4.extend(((8 + payload) as u16).to_be_bytes());
-    l4.extend([0, 0]);
-    l4.extend(std::iter::repeat_n(0xcd, payload));
-    frame_v4(17, &l4)
+    frame_v4(pkt::UDP, &pkt::udp(sport, 9999, &vec![0xcd; payload]))
 }
 
 /// Mean ns per run of `repeat` runs of `kind` on `data`, as the kernel timed them.
 fn ns_per_run(dp: &Dataplane<'_>, kind: ProgramKind, data: &[u8], repeat: u32) -> Result<f64> {
-    fd_ns_per_run(dp.program(kind).as_fd().as_raw_fd(), data, repeat)
+    Ok(test_run::ns_per_run(
+        dp.program(kind).as_fd().as_raw_fd(),
+        data,
+        repeat,
+    )?)
 }
 
 /// Median of `rounds` measurements.
@@ -91,7 +72,7 @@ fn median_ns(
 #[test]
 #[ignore = "a measurement, not a check: run with --ignored --nocapture"]
 fn hot_path_ns_per_run() -> Result<()> {
-    if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let mut storage = MaybeUninit::uninit();
@@ -126,33 +107,12 @@ fn hot_path_ns_per_run() -> Result<()> {
     Ok(())
 }
 
-/// The empty programs (tc ingress and egress, XDP), loaded.
-fn load_floor(storage: &mut MaybeUninit<libbpf_rs::OpenObject>) -> Result<floor::FloorSkel<'_>> {
-    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-    Ok(floor::FloorSkelBuilder::default().open(storage)?.load()?)
-}
-
 /// The empty tc programs' descriptors: [ingress, egress].
 fn floor_fds(fl: &floor::FloorSkel<'_>) -> [i32; 2] {
     [
         fl.progs.floor_tc_in.as_fd().as_raw_fd(),
         fl.progs.floor_tc_out.as_fd().as_raw_fd(),
     ]
-}
-
-/// Mean ns per run of `repeat` runs of program `fd` on `data`, as the kernel timed them.
-fn fd_ns_per_run(fd: i32, data: &[u8], repeat: u32) -> Result<f64> {
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: data.as_ptr().cast(),
-        data_size_in: u32::try_from(data.len())?,
-        repeat: i32::try_from(repeat)?,
-        ..Default::default()
-    };
-    // SAFETY: `opts` borrows `data` for the call only; no output buffers; `fd` is live.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
-    ensure!(rc == 0, "test run failed: {rc}");
-    Ok(f64::from(opts.duration))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -242,7 +202,7 @@ fn load_variants(paths: &[String], ifindex: u32) -> Result<Vec<Variant>> {
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_ns_per_run() -> Result<()> {
-    if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let Some(paths) = variant_paths() else {
@@ -269,11 +229,11 @@ fn objects_ns_per_run() -> Result<()> {
     for _ in 0..rounds {
         for (v, var) in vars.iter().enumerate() {
             for (c, (_, prog, _, data)) in cases.iter().enumerate() {
-                ns[v][c].push(fd_ns_per_run(var.prog(prog)?, data, repeat)?);
+                ns[v][c].push(test_run::ns_per_run(var.prog(prog)?, data, repeat)?);
             }
         }
         for (hook, fd) in floors.iter().enumerate() {
-            floor_ns[hook].push(fd_ns_per_run(*fd, &cases[hook].3, repeat)?);
+            floor_ns[hook].push(test_run::ns_per_run(*fd, &cases[hook].3, repeat)?);
         }
     }
     let floor: Vec<f64> = floor_ns.into_iter().map(median).collect();
@@ -294,7 +254,7 @@ fn objects_ns_per_run() -> Result<()> {
         let eg = var.prog("nd_tc_egress")?;
         let mut new_flows = 0.0;
         for i in 0..8192u16 {
-            new_flows += fd_ns_per_run(eg, &frame_udp(1 + i, 64), 1)?;
+            new_flows += test_run::ns_per_run(eg, &frame_udp(1 + i, 64), 1)?;
         }
         println!(
             "{}  new flow {:.0} ns  ({}: {} verified insns, jited {} B)",
@@ -321,7 +281,7 @@ fn objects_under_iperf3() -> Result<()> {
     use netdoctor_lab::bpf::{link_create, StatsGuard};
     use netdoctor_lab::traffic::iperf3_client;
     use netdoctor_lab::{Iperf3Opts, Iperf3Server, PairTopology};
-    if !(ci::require_root_or_skip() && ci::require_bpf_or_skip()) {
+    if !ci::lab_ready(&[]) {
         return Ok(());
     }
     let Some(paths) = variant_paths() else {

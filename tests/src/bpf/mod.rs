@@ -1,13 +1,25 @@
-//! BPF plumbing shared by the measurements (`netdoctor-bench`, `dataplane_microbench`):
-//! the empty programs they measure as their floor, run-time statistics, program info, and
-//! links made directly on program descriptors, for programs that are not netdoctor's own loader's
+//! BPF plumbing shared by the data plane's tests (`dataplane_test_run`) and measurements
+//! (`netdoctor-bench`, `dataplane_microbench`): test runs ([`test_run`]), a program's maps
+//! ([`maps`]), the programs on an interface's hooks ([`query`]), the empty programs the
+//! measurements take as their floor, run-time statistics, program info, and links made
+//! directly on program descriptors, for programs that are not netdoctor's own loader's
 //! (the floor, compiled variants of packet.bpf.c).
+//!
+//! Everything works on descriptors, ids and ifindexes, so none of it depends on netdoctor's
+//! crate.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
 use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::OpenObject;
+
+pub mod maps;
+pub mod query;
+pub mod test_run;
 
 /// Generated skeleton of `tests/bpf/floor.bpf.c` (built by `tests/build.rs`): empty
 /// programs with netdoctor's sections and return codes, whose ns per run is the cost of
@@ -24,6 +36,14 @@ use libbpf_rs::libbpf_sys;
 )]
 pub mod floor {
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+}
+
+/// Opens and loads the empty programs of [`floor`].
+pub fn load_floor(storage: &mut MaybeUninit<OpenObject>) -> Result<floor::FloorSkel<'_>> {
+    let open = floor::FloorSkelBuilder::default()
+        .open(storage)
+        .context("opening the floor programs")?;
+    open.load().context("loading the floor programs")
 }
 
 /// BPF run-time statistics (`run_time_ns`, `run_cnt`), on while this guard lives

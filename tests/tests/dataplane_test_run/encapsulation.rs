@@ -1,0 +1,227 @@
+//! Encapsulations: WireGuard messages by shape, VXLAN and GENEVE by port and header bits,
+//! and the tunnel ports a user names.
+
+use std::mem::MaybeUninit;
+
+use anyhow::Result;
+use netdoctor::kernel::packet::LinkType;
+use netdoctor::kernel::packet::{Dataplane, Options, TunnelPort};
+use netdoctor::kernel::views::Encap;
+use netdoctor_lab::ci;
+use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
+
+use crate::expect::Expect;
+use crate::harness::{run_cases, with_dp, A, A6, B, B6, ETHER_1500, PROGRAMS};
+
+fn wireguard_messages_by_shape(dp: &Dataplane<'_>) -> Result<()> {
+    let mut e = Expect::new(dp);
+    let wg4 = |sport: u16, dport: u16, payload: &[u8]| {
+        pkt::v4(pkt::UDP, &pkt::udp(sport, dport, payload))
+    };
+    let mut trailer = wg4(51821, 51820, &pkt::wg(4, 48));
+    trailer.extend([0xee; 6]);
+    let v6_response = pkt::v6(pkt::UDP, &pkt::udp(51820, 51820, &pkt::wg(2, 92)));
+    let mut reserved = pkt::wg(1, 148);
+    reserved[2] = 1;
+    let mut reserved3 = pkt::wg(4, 32);
+    reserved3[3] = 0x80;
+    let negatives: Vec<Vec<u8>> = vec![
+        pkt::wg(1, 149),
+        pkt::wg(1, 147),
+        pkt::wg(2, 148),
+        pkt::wg(3, 92),
+        pkt::wg(4, 40),
+        pkt::wg(4, 16),
+        pkt::wg(4, 31),
+        reserved,
+        reserved3,
+        pkt::wg(0, 32),
+        pkt::wg(5, 32),
+        pkt::wg(4, 3),
+    ];
+    let mut ip = Ipv4::new(pkt::UDP);
+    ip.frag_offset = 10;
+    let later = pkt::eth(
+        pkt::ETH_IPV4,
+        &ip.build(&pkt::udp(51820, 51820, &pkt::wg(4, 32))),
+    );
+    for kind in PROGRAMS {
+        e.on(kind);
+        let key = (pkt::UDP, A, 51820, B, 51820);
+        for (ty, len) in [
+            (1u8, 148usize),
+            (2, 92),
+            (3, 64),
+            (4, 32),
+            (4, 48),
+            (4, 1440),
+        ] {
+            e.ip(&wg4(51820, 51820, &pkt::wg(ty, len)), 28 + len as u32, key)?;
+        }
+        let f = e.flow(key);
+        f.encap = Encap::Wireguard;
+        f.wireguard.initiation += 1;
+        f.wireguard.response += 1;
+        f.wireguard.cookie += 1;
+        f.wireguard.data += 3;
+        // Any port.
+        let key = (pkt::UDP, A, 443, B, 40000);
+        e.ip(&wg4(443, 40000, &pkt::wg(1, 148)), 176, key)?;
+        let f = e.flow(key);
+        f.encap = Encap::Wireguard;
+        f.wireguard.initiation += 1;
+        // Trailing bytes after the datagram: the UDP length comes from the IP header.
+        let f = e.ip(&trailer, 76, (pkt::UDP, A, 51821, B, 51820))?;
+        f.encap = Encap::Wireguard;
+        f.wireguard.data += 1;
+        let f = e.ip(&v6_response, 140, (pkt::UDP, A6, 51820, B6, 51820))?;
+        f.encap = Encap::Wireguard;
+        f.wireguard.response += 1;
+        // Not WireGuard: wrong lengths, nonzero reserved bytes, unknown types, < 4 bytes.
+        for (i, p) in negatives.iter().enumerate() {
+            let sport = 30000 + i as u16;
+            e.ip(
+                &wg4(sport, 51820, p),
+                28 + p.len() as u32,
+                (pkt::UDP, A, sport, B, 51820),
+            )?;
+        }
+        // A WireGuard shape inside a later fragment is not looked at.
+        e.ip(&later, 60, (pkt::UDP, A, 0, B, 0))?;
+        e.dir().fragments_later += 1;
+        e.check()?;
+    }
+    Ok(())
+}
+
+fn vxlan_and_geneve(dp: &Dataplane<'_>) -> Result<()> {
+    let mut e = Expect::new(dp);
+    let inner = pkt::v4(pkt::ICMP, &pkt::icmp(8, 0, [0, 1, 0, 1], &pkt::data(16)));
+    let vxlan = |flags: u8| [&[flags, 0, 0, 0, 0, 0, 42, 0][..], &inner[..]].concat();
+    let geneve = |first: u8| [&[first, 0, 0x65, 0x58, 0, 0, 42, 0][..], &inner[..]].concat();
+    let cases: Vec<(u16, u16, Vec<u8>, Encap)> = vec![
+        (50000, 4789, vxlan(0x08), Encap::Vxlan),
+        (50001, 8472, vxlan(0x08), Encap::Vxlan),
+        (50002, 4789, vxlan(0x00), Encap::None), // I flag clear
+        (50003, 4789, vxlan(0x0c), Encap::None), // a reserved bit set
+        (50004, 4789, vec![0x08, 0, 0, 0, 0, 0, 42], Encap::None), // 7 bytes
+        (4789, 50005, vxlan(0x08), Encap::None), // only the destination port counts
+        (50006, 6081, geneve(0x00), Encap::Geneve),
+        (50007, 6081, geneve(0x3f), Encap::Geneve), // option length bits, version 0
+        (50008, 6081, geneve(0x40), Encap::None),   // version 1
+        (50009, 6081, vec![0; 7], Encap::None),
+        // A WireGuard shape on the VXLAN port is not WireGuard.
+        (50010, 4789, pkt::wg(4, 32), Encap::None),
+    ];
+    let v6 = pkt::v6(pkt::UDP, &pkt::udp(50011, 4789, &vxlan(0x08)));
+    for kind in PROGRAMS {
+        e.on(kind);
+        for (sport, dport, payload, encap) in &cases {
+            let frame = pkt::v4(pkt::UDP, &pkt::udp(*sport, *dport, payload));
+            let key = (pkt::UDP, A, *sport, B, *dport);
+            e.ip(&frame, 28 + payload.len() as u32, key)?.encap = *encap;
+        }
+        let key = (pkt::UDP, A6, 50011, B6, 4789);
+        e.ip(&v6, 48 + 8 + inner.len() as u32, key)?.encap = Encap::Vxlan;
+        e.check()?;
+    }
+    Ok(())
+}
+
+#[test]
+fn user_tunnel_ports() -> Result<()> {
+    if !ci::lab_ready(&[]) {
+        return Ok(());
+    }
+    let other = |port| TunnelPort {
+        port,
+        encap: Encap::Other,
+    };
+    let ports = vec![
+        TunnelPort {
+            port: 10000,
+            encap: Encap::Fastd,
+        },
+        TunnelPort {
+            port: 655,
+            encap: Encap::Tinc,
+        },
+        other(1194),
+        other(20001),
+        other(20002),
+        other(20003),
+        other(20004),
+        // Last slot; configured ports are checked before VXLAN.
+        TunnelPort {
+            port: 4789,
+            encap: Encap::Tinc,
+        },
+    ];
+    // A ninth port is refused at load.
+    let mut storage = MaybeUninit::uninit();
+    let mut nine = ports.clone();
+    nine.push(other(1));
+    let too_many = Dataplane::load(
+        &mut storage,
+        Options {
+            tunnel_ports: nine,
+            ..Default::default()
+        },
+    );
+    assert!(too_many.is_err(), "nine tunnel ports must be refused");
+
+    let options = Options {
+        tunnel_ports: ports,
+        ..Default::default()
+    };
+    with_dp(options, 1500, LinkType::Ether, |dp| {
+        let mut e = Expect::new(dp);
+        let vxlan = [&[0x08u8, 0, 0, 0, 0, 0, 1, 0][..], &pkt::data(20)].concat();
+        let cases: Vec<(u16, u16, Vec<u8>, Encap)> = vec![
+            (40000, 10000, pkt::data(50), Encap::Fastd),
+            (10000, 40001, pkt::data(50), Encap::Fastd), // the source port matches too
+            (40002, 655, pkt::data(50), Encap::Tinc),
+            (40003, 1194, pkt::data(50), Encap::Other),
+            (40004, 10001, pkt::data(50), Encap::None),
+            (40005, 4789, vxlan, Encap::Tinc),
+            // WireGuard-shaped on a configured port: the port wins, no WireGuard counts.
+            (40006, 10000, pkt::wg(1, 148), Encap::Fastd),
+        ];
+        let tcp = pkt::v4(
+            pkt::TCP,
+            &Tcp::new(40007, 655, 1, pkt::ACK).build(&pkt::data(10)),
+        );
+        for kind in PROGRAMS {
+            e.on(kind);
+            for (sport, dport, payload, encap) in &cases {
+                let frame = pkt::v4(pkt::UDP, &pkt::udp(*sport, *dport, payload));
+                let key = (pkt::UDP, A, *sport, B, *dport);
+                e.ip(&frame, 28 + payload.len() as u32, key)?.encap = *encap;
+            }
+            // TCP to a tunnel port is not classified.
+            e.ip(&tcp, 50, (pkt::TCP, A, 40007, B, 655))?.tcp_flags = pkt::ACK;
+            e.seen_again((pkt::TCP, A, 40007, B, 655));
+            e.check()?;
+        }
+        Ok(())
+    })
+}
+
+/// WireGuard by shape, VXLAN and GENEVE by port and header bits.
+#[test]
+fn encapsulations() -> Result<()> {
+    if !ci::lab_ready(&[]) {
+        return Ok(());
+    }
+    run_cases(
+        Options::default(),
+        &[
+            (
+                "wireguard_messages_by_shape",
+                ETHER_1500,
+                wireguard_messages_by_shape,
+            ),
+            ("vxlan_and_geneve", ETHER_1500, vxlan_and_geneve),
+        ],
+    )
+}

@@ -219,7 +219,7 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
 }
 
 /// The kernel table's header (docs/kernels.md and the README copy the table).
-pub const TABLE_HEADER: &str = "| kernel | packet data plane | tc attached by | XDP | socket telemetry | close events | drop reasons | kernel WireGuard MTU finding |\n|---|---|---|---|---|---|---|---|\n";
+pub const TABLE_HEADER: &str = "| kernel | packet data plane | tc by | XDP | socket telemetry | close events | drop reasons | kernel WireGuard MTU |\n|---|---|---|---|---|---|---|---|\n";
 
 /// The signals one kernel gave, as its checks proved them: one row of the kernel table.
 #[derive(Debug, Default)]

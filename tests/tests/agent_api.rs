@@ -1,4 +1,4 @@
-//! End-to-end tests of `netdoctor agent`'s HTTP API (agent/API.md): the real binary in a
+//! End-to-end tests of `netdoctor agent`'s HTTP API (docs/api.md): the real binary in a
 //! lab namespace, a wireguard-go tunnel over a veth underlay with ping and iperf3 traffic,
 //! and every answer checked over real HTTP against what the lab set up (MTUs, addresses,
 //! ports, congestion control). Also the security contract: no public address without a

@@ -18,7 +18,7 @@ use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob, T
 
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A metric of the table in agent/API.md (the contract).
+/// A metric of the table in docs/api.md (the contract).
 #[derive(Debug, Clone)]
 struct ApiMetric {
     /// `counter`, `gauge` or `histogram`.
@@ -33,9 +33,9 @@ impl ApiMetric {
     }
 }
 
-/// The metrics of agent/API.md's table, by name.
+/// The metrics of docs/api.md's table, by name.
 fn api_metrics() -> Result<BTreeMap<String, ApiMetric>> {
-    let path = prometheus::repo_root().join("agent/API.md");
+    let path = prometheus::repo_root().join("docs/api.md");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let mut metrics = BTreeMap::new();
@@ -109,7 +109,7 @@ fn sample_label_value(name: &str) -> &'static str {
     }
 }
 
-/// A text exposition with one series of every metric in agent/API.md, every label
+/// A text exposition with one series of every metric in docs/api.md, every label
 /// set, every value 1 (so `== 1` filters keep them); histograms with three buckets.
 fn synthetic_exposition(metrics: &BTreeMap<String, ApiMetric>) -> Result<String> {
     let mut out = String::new();
@@ -128,7 +128,7 @@ fn synthetic_exposition(metrics: &BTreeMap<String, ApiMetric>) -> Result<String>
                 format!("{{{}}}", all.join(","))
             }
         };
-        out.push_str(&format!("# HELP {name} {name} as in agent/API.md.\n"));
+        out.push_str(&format!("# HELP {name} {name} as in docs/api.md.\n"));
         out.push_str(&format!("# TYPE {name} {}\n", m.kind));
         match m.kind.as_str() {
             "counter" | "gauge" => out.push_str(&format!("{name}{} 1\n", with(None))),
@@ -140,7 +140,7 @@ fn synthetic_exposition(metrics: &BTreeMap<String, ApiMetric>) -> Result<String>
                 out.push_str(&format!("{name}_sum{} 0.15\n", with(None)));
                 out.push_str(&format!("{name}_count{} 3\n", with(None)));
             }
-            other => bail!("{name}: unknown metric type {other:?} in agent/API.md"),
+            other => bail!("{name}: unknown metric type {other:?} in docs/api.md"),
         }
     }
     Ok(out)
@@ -309,7 +309,7 @@ fn every_alert_is_labelled_documented_tested_and_loads_in_prometheus() -> Result
         }
         for (metric, _) in metric_uses(&rule.query) {
             if base_metric(&metric, &metrics).is_none() {
-                problems.push(format!("{n}: {metric} is not in agent/API.md"));
+                problems.push(format!("{n}: {metric} is not in docs/api.md"));
             }
         }
         // Finding ids quoted in the expression exist (a regex such as mtu\..* is not
@@ -457,7 +457,7 @@ fn grafana_dashboard_is_importable_and_filters_by_instance_and_interface() -> Re
         }
         for (metric, after) in metric_uses(&t.expr) {
             let Some(base) = base_metric(&metric, &metrics) else {
-                problems.push(format!("{at}: {metric} is not in agent/API.md"));
+                problems.push(format!("{at}: {metric} is not in docs/api.md"));
                 continue;
             };
             used.insert(base.to_owned());
@@ -555,14 +555,14 @@ fn grafana_queries_return_series_for_every_api_metric() -> Result<()> {
         return Ok(());
     }
     // A rehearsal of the test against the real agent: an exposition with one series of
-    // every metric in agent/API.md, with the labels it lists. It must be lint-clean,
+    // every metric in docs/api.md, with the labels it lists. It must be lint-clean,
     // and every dashboard query must find something in it.
     let metrics = api_metrics()?;
     let exposition = synthetic_exposition(&metrics)?;
     let complaints = prometheus::promtool_check_metrics(&exposition)?;
     ensure!(
         complaints.is_empty(),
-        "promtool check metrics on agent/API.md's metrics: {complaints:?}\n{exposition}"
+        "promtool check metrics on docs/api.md's metrics: {complaints:?}\n{exposition}"
     );
     let exporter = StaticExporter::start(None, exposition)?;
     let prom = Prometheus::start(&PrometheusConfig {

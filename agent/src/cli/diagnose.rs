@@ -26,11 +26,32 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print(&report, std::io::stdout().is_terminal());
+        let terminal = std::io::stdout().is_terminal();
+        let width = if terminal {
+            textwrap::termwidth()
+        } else {
+            PIPE_WIDTH
+        };
+        print(&report, terminal, width);
     }
     Ok(ExitCode::from(
         report.worst().map_or(0, Severity::exit_code),
     ))
+}
+
+/// Width of the text report when stdout is not a terminal (a pipe, a file, a mail).
+const PIPE_WIDTH: usize = 100;
+
+/// Indent of a finding's second and further lines, under its id.
+const FINDING_INDENT: &str = "         ";
+
+/// `text` wrapped to `width` columns, every line after the first indented by `indent`.
+/// Commands (a finding's fix) are never wrapped: they are meant to be copied whole.
+fn wrapped(text: &str, width: usize, indent: &str) -> String {
+    let options = textwrap::Options::new(width.max(40))
+        .subsequent_indent(indent)
+        .break_words(false);
+    textwrap::fill(text, options)
 }
 
 fn paint(text: &str, severity: Severity, color: bool) -> String {
@@ -45,7 +66,7 @@ fn paint(text: &str, severity: Severity, color: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-fn print(r: &Report, color: bool) {
+fn print(r: &Report, color: bool, width: usize) {
     let f = &r.facts;
     println!(
         "{} ({}), MTU {}, observed {:.1}s",
@@ -107,7 +128,7 @@ fn print(r: &Report, color: bool) {
         f.drops.total
     );
     for n in &r.notes {
-        println!("  note: {n}");
+        println!("{}", wrapped(&format!("  note: {n}"), width, "        "));
     }
     println!();
     if r.findings.is_empty() {
@@ -120,14 +141,23 @@ fn print(r: &Report, color: bool) {
             finding.severity,
             color,
         );
-        println!("{label} {}  {}", finding.id, finding.summary);
+        // The label's colour codes take no columns: wrap the plain text, then paint.
+        let plain = format!(
+            "{:<8} {}  {}",
+            finding.severity.to_string().to_uppercase(),
+            finding.id,
+            finding.summary
+        );
+        let text = wrapped(&plain, width, FINDING_INDENT);
+        println!("{label}{}", &text[8..]);
         if !finding.evidence.is_empty() {
             let ev: Vec<String> = finding
                 .evidence
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            println!("         evidence: {}", ev.join(", "));
+            let line = format!("{FINDING_INDENT}evidence: {}", ev.join(", "));
+            println!("{}", wrapped(&line, width, FINDING_INDENT));
         }
         println!("         fix: {}", finding.fix);
         if let Some(url) = &finding.reference {

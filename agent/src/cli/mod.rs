@@ -164,7 +164,7 @@ pub struct DiagnoseArgs {
         allow_hyphen_values = true,
     )]
     pub duration: Duration,
-    /// Print the report as JSON (schema in README "diagnose JSON").
+    /// Print the report as JSON (schema in docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// Skip the active path-MTU probe (it sends at most a few dozen ICMP echo requests to
@@ -237,7 +237,7 @@ pub struct FlowsArgs {
         allow_hyphen_values = true,
     )]
     pub duration: Duration,
-    /// Print JSON instead of tables (schema in README "JSON output").
+    /// Print JSON instead of tables (schema in docs/json.md).
     #[arg(long)]
     pub json: bool,
     /// How many flows to show, busiest (by bytes) first.

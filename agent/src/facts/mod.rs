@@ -1,7 +1,7 @@
 //! Facts about an interface and its path, read from the kernel and the tunnel daemons,
 //! never guessed. [`Facts`] is the document rules are written against: its fields are the
 //! variables a rule's CEL expressions read (`iface.mtu`, `tunnel.max_mtu`, `peer.…`,
-//! `flow.…`), documented in `rules/README.md`.
+//! `flow.…`), documented in `docs/rules.md`.
 
 pub mod build;
 mod error;

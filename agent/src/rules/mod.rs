@@ -1,6 +1,6 @@
 //! Diagnostic rules as data.
 //!
-//! A rule is a TOML file (see `rules/README.md` in the repository): an id, a severity, a
+//! A rule is a TOML file (see `docs/rules.md` in the repository): an id, a severity, a
 //! scope, a CEL condition over the facts, and summary/fix templates whose `{{ expr }}`
 //! parts are CEL expressions too. Built-in rules are embedded in the binary; users add
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.

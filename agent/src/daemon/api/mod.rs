@@ -1,5 +1,5 @@
 //! The agent's HTTP API: read-only JSON under `/api/v1/`, Prometheus `/metrics`, health
-//! probes and the embedded dashboard, one router per module. Contract: `agent/API.md`.
+//! probes and the embedded dashboard, one router per module. Contract: `docs/api.md`.
 
 mod auth;
 mod dashboard;

@@ -68,7 +68,7 @@ impl Default for FindingQuery {
     }
 }
 
-/// A finding with its lifecycle, as the API serves it (`StoredFinding` in agent/API.md).
+/// A finding with its lifecycle, as the API serves it (`StoredFinding` in docs/api.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredFinding {
     /// The rule's finding id, e.g. `mtu.tunnel_exceeds_underlay`.

@@ -25,7 +25,7 @@ pub struct CcRetrans {
     pub ratio: f64,
 }
 
-/// One interface over one observation window (`Sample` in agent/API.md).
+/// One interface over one observation window (`Sample` in docs/api.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Sample {

@@ -12,7 +12,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Number, Value};
@@ -144,15 +144,6 @@ pub fn str_at<'a>(value: &'a Value, pointer: &str) -> Result<&'a str> {
         .pointer(pointer)
         .and_then(Value::as_str)
         .with_context(|| format!("no string at {pointer}"))
-}
-
-/// A file of the repository, for messages.
-pub fn relative(path: &Path) -> String {
-    let root = crate::prometheus::repo_root();
-    path.strip_prefix(&root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
 }
 
 #[cfg(test)]

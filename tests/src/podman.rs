@@ -300,6 +300,41 @@ impl PodRun {
         out.trim().parse().with_context(|| format!("pid {out:?}"))
     }
 
+    /// Whether the container is still running.
+    pub fn running(&self) -> bool {
+        podman(&["inspect", "--format", "{{.State.Running}}", &self.name])
+            .is_ok_and(|s| s.trim() == "true")
+    }
+
+    /// The memory cgroup's usage and peak in bytes (cgroup v1 `memory.usage_in_bytes` and
+    /// `memory.max_usage_in_bytes`, v2 `memory.current` and `memory.peak`): the process'
+    /// pages plus the kernel memory charged to it, BPF maps included (Linux >= 5.11).
+    pub fn memory_cgroup(&self) -> Result<(u64, Option<u64>)> {
+        let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", self.pid()?))?;
+        let read =
+            |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+        for line in cgroups.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(controllers), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if controllers.split(',').any(|c| c == "memory") {
+                let dir = format!("/sys/fs/cgroup/memory{path}");
+                if let Some(now) = read(format!("{dir}/memory.usage_in_bytes")) {
+                    return Ok((now, read(format!("{dir}/memory.max_usage_in_bytes"))));
+                }
+            } else if controllers.is_empty() {
+                let dir = format!("/sys/fs/cgroup{path}");
+                if let Some(now) = read(format!("{dir}/memory.current")) {
+                    return Ok((now, read(format!("{dir}/memory.peak"))));
+                }
+            }
+        }
+        bail!("no memory cgroup for the container in {cgroups:?}")
+    }
+
     /// What the container printed.
     pub fn logs(&self) -> String {
         Command::new("podman")

@@ -133,10 +133,14 @@ fn the_image_runs_as_the_daemonset_and_prometheus_scrapes_it() -> Result<()> {
     let probe = &daemonset["spec"]["template"]["spec"]["containers"][0]["livenessProbe"];
     let path = chart::str_at(probe, "/httpGet/path")?;
     eventually(Duration::from_secs(90), || {
+        if !pod.running() {
+            return Ok(Err(anyhow::anyhow!("the container exited")));
+        }
         let r = request_url("GET", &format!("{base}{path}"), &[])?;
-        ensure!(r.status == 200, "{}\n{}", r.describe(), pod.logs());
-        Ok(())
+        ensure!(r.status == 200, "{}", r.describe());
+        Ok(Ok(()))
     })
+    .and_then(|exited| exited)
     .with_context(|| format!("the agent's log:\n{}", pod.logs()))?;
     // Ready after its first evaluation: attached to the lab's interfaces.
     let ready = eventually(Duration::from_secs(60), || {
@@ -267,6 +271,18 @@ fn the_image_runs_as_the_daemonset_and_prometheus_scrapes_it() -> Result<()> {
             .find_map(|a| a.strip_prefix("--interval="))
             .unwrap_or("?")
     );
+
+    match pod.memory_cgroup() {
+        Ok((now, peak)) => println!(
+            "the container's memory cgroup (with the BPF maps): {:.1} MB, peak {}",
+            now as f64 / 1e6,
+            peak.map_or("unknown".to_owned(), |p| format!(
+                "{:.1} MB",
+                p as f64 / 1e6
+            ))
+        ),
+        Err(e) => println!("the container's memory cgroup: not readable here ({e:#})"),
+    }
 
     // SIGTERM (podman stop): a clean exit that detaches everything.
     let code = pod.stop()?;

@@ -44,10 +44,23 @@ fn require_image_or_skip() -> bool {
     true
 }
 
-fn enter(ns: &Netns) -> Result<()> {
+/// The test thread inside a namespace until dropped; then back in its own, so that the
+/// lab's teardown commands do not run inside the namespace they tear down.
+struct Entered(std::fs::File);
+
+fn enter(ns: &Netns) -> Result<Entered> {
+    let home = std::fs::File::open("/proc/thread-self/ns/net")?;
     let file = std::fs::File::open(ns.path())?;
     nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
-    Ok(())
+    Ok(Entered(home))
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if let Err(e) = nix::sched::setns(&self.0, nix::sched::CloneFlags::CLONE_NEWNET) {
+            eprintln!("leaving the lab namespace: {e}");
+        }
+    }
 }
 
 fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Result<T>) -> Result<T> {
@@ -106,6 +119,17 @@ fn the_image_runs_as_the_daemonset_and_prometheus_scrapes_it() -> Result<()> {
     let wg = tunnel.a.ifname().to_owned();
     let veth = PairTopology::IFNAME;
 
+    // An MSS clamping rule, which the agent finds by running the image's `nft`.
+    pair.a.run(&["nft", "add table inet ndclamp"])?;
+    pair.a.run(&[
+        "nft",
+        "add chain inet ndclamp clamp { type filter hook forward priority 0; }",
+    ])?;
+    pair.a.run(&[
+        "nft",
+        "add rule inet ndclamp clamp tcp flags syn tcp option maxseg size set rt mtu",
+    ])?;
+
     let pod = PodRun::start(daemonset, &image(), &pair.a, PairTopology::A_IP, NODE)?;
     println!("agent: netdoctor {}", pod.args.join(" "));
     if !pod.missing_caps.is_empty() {
@@ -127,7 +151,7 @@ fn the_image_runs_as_the_daemonset_and_prometheus_scrapes_it() -> Result<()> {
     let base = format!("http://{listen}");
     let bearer = format!("Bearer {}", pod.token);
     let auth = [("Authorization", bearer.as_str())];
-    enter(&pair.a)?;
+    let _inside = enter(&pair.a)?;
 
     // The kubelet's probes: GET /healthz on the pod's (the node's) address, no token.
     let probe = &daemonset["spec"]["template"]["spec"]["containers"][0]["livenessProbe"];
@@ -183,6 +207,13 @@ fn the_image_runs_as_the_daemonset_and_prometheus_scrapes_it() -> Result<()> {
         );
         Ok(())
     })?;
+
+    let r = request_url("GET", &format!("{base}/api/v1/interfaces/{veth}"), &auth)?;
+    ensure!(
+        r.json["facts"]["host"]["mss_clamping"] == true,
+        "the clamping rule unseen (nft in the image): {}",
+        r.describe()
+    );
 
     // Prometheus with the monitor's settings, the rules from the PrometheusRule.
     let endpoint = &monitor["spec"]["endpoints"][0];

@@ -442,6 +442,17 @@ pub fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// Sends `METHOD URL` with `headers` from the calling thread's network namespace (any
+/// HTTP status is a reply), e.g. to an agent that is not an [`Agent`], like one in a
+/// container.
+pub fn request_url(method: &str, url: &str, headers: &[(&str, &str)]) -> Result<Reply> {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    http(method, url, &headers, format!("{method} {url}"))
+}
+
 /// Runs one HTTP request on a new thread inside the namespace at `ns_path`.
 fn http_in_netns(
     ns_path: &Path,

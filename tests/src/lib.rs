@@ -32,6 +32,7 @@
 pub mod agent;
 pub mod attached;
 pub mod bpf;
+pub mod chart;
 pub mod ci;
 pub mod cmd;
 pub mod diagnosis;
@@ -42,6 +43,7 @@ pub mod loss;
 pub mod netdoctor;
 pub mod netns;
 pub mod packet;
+pub mod podman;
 pub mod prometheus;
 pub mod stats;
 pub mod topology;

@@ -119,6 +119,12 @@ pub struct ScrapeJob {
     /// (`authorization: {type: Bearer, credentials_file: ...}`), as the agent's
     /// `--token-file` expects.
     pub bearer_token_file: Option<PathBuf>,
+    /// `scheme` (`http` unless set).
+    pub scheme: Option<String>,
+    /// `scrape_timeout`, when shorter than the global one.
+    pub scrape_timeout: Option<Duration>,
+    /// Labels given to every target (`static_configs[].labels`), e.g. `instance`.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl ScrapeJob {
@@ -129,6 +135,9 @@ impl ScrapeJob {
             targets: vec![target.to_owned()],
             metrics_path: "/metrics".to_owned(),
             bearer_token_file: None,
+            scheme: None,
+            scrape_timeout: None,
+            labels: BTreeMap::new(),
         }
     }
 
@@ -194,6 +203,12 @@ impl PrometheusConfig {
         for job in &self.jobs {
             out.push_str(&format!("  - job_name: {}\n", q(&job.job)?));
             out.push_str(&format!("    metrics_path: {}\n", q(&job.metrics_path)?));
+            if let Some(scheme) = &job.scheme {
+                out.push_str(&format!("    scheme: {}\n", q(scheme)?));
+            }
+            if let Some(timeout) = job.scrape_timeout {
+                out.push_str(&format!("    scrape_timeout: {}\n", prom_duration(timeout)));
+            }
             if let Some(file) = &job.bearer_token_file {
                 let abs = std::path::absolute(file)
                     .with_context(|| format!("making {} absolute", file.display()))?;
@@ -206,6 +221,12 @@ impl PrometheusConfig {
             out.push_str("    static_configs:\n      - targets:\n");
             for target in &job.targets {
                 out.push_str(&format!("          - {}\n", q(target)?));
+            }
+            if !job.labels.is_empty() {
+                out.push_str("        labels:\n");
+                for (k, v) in &job.labels {
+                    out.push_str(&format!("          {}: {}\n", q(k)?, q(v)?));
+                }
             }
         }
         Ok(out)
@@ -785,9 +806,12 @@ mod tests {
 
     #[test]
     fn config_renders_jobs_tokens_and_rules() -> Result<()> {
+        let mut job = ScrapeJob::new("netdoctor", "127.0.0.1:9469")
+            .with_bearer_token_file(Path::new("/run/netdoctor/token"));
+        job.scrape_timeout = Some(Duration::from_millis(500));
+        job.labels.insert("instance".into(), "node-a".into());
         let config = PrometheusConfig {
-            jobs: vec![ScrapeJob::new("netdoctor", "127.0.0.1:9469")
-                .with_bearer_token_file(Path::new("/run/netdoctor/token"))],
+            jobs: vec![job],
             rule_files: vec![PathBuf::from("/etc/prometheus/netdoctor.rules.yml")],
             ..PrometheusConfig::default()
         };
@@ -799,6 +823,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("- \"127.0.0.1:9469\""), "{text}");
+        assert!(text.contains("scrape_timeout: 500ms"), "{text}");
+        assert!(
+            text.contains("labels:\n          \"instance\": \"node-a\""),
+            "{text}"
+        );
         assert!(
             text.contains("- \"/etc/prometheus/netdoctor.rules.yml\""),
             "{text}"

@@ -20,3 +20,8 @@ pub(crate) mod duration;
 pub(crate) mod facts;
 pub mod kernel;
 pub(crate) mod rules;
+
+/// The firewall as netdoctor reads it (nftables over netlink, legacy iptables over
+/// `getsockopt`): which NAT and MSS clamping rules exist and what they cover. Public for
+/// the lab's tests, which read rules that `nft` and `iptables` wrote in a namespace.
+pub use facts::{firewall, prefix};

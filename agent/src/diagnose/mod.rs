@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::facts::firewall::Ruleset;
 use crate::facts::iface;
 use crate::facts::probe::{self, ProbeOptions, ProbeResult, MAX_PROBE_TARGETS};
 use crate::facts::{link, Facts};
@@ -144,6 +145,12 @@ pub async fn diagnose(
         _ => None,
     };
 
+    let firewall = Ruleset::read();
+    for e in &firewall.errors {
+        notes.push(format!(
+            "firewall rules partly unread ({e}): NAT and MSS clamping rules there are not seen"
+        ));
+    }
     let observed = build::Observation {
         me: &me,
         details: &details,
@@ -155,6 +162,7 @@ pub async fn diagnose(
         start: &start,
         end: &end,
         elapsed,
+        firewall: &firewall,
     };
     let mut facts = observed.facts().await?;
 

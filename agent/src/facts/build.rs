@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use super::firewall::Ruleset;
 use super::handshake::{handshake_since, now_unix};
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
@@ -79,6 +80,8 @@ pub struct Observation<'a> {
     pub start: &'a Snapshot,
     pub end: &'a Snapshot,
     pub elapsed: Duration,
+    /// The firewall's NAT and MSS clamping rules.
+    pub firewall: &'a Ruleset,
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -343,7 +346,7 @@ impl Observation<'_> {
             },
             tunnel,
             peers,
-            host: Host::read(&self.me.name),
+            host: Host::read(&self.me.name, self.me.mtu, self.firewall),
             traffic,
             flows,
             drops,

@@ -1,11 +1,11 @@
 //! Host settings that decide whether traffic through a tunnel or gateway works: IP
 //! forwarding, reverse-path filtering, congestion control, TCP MTU probing, MSS clamping
-//! rules, multipath hashing. All read for the caller's network namespace.
-
-use std::process::Command;
+//! rules (read as rules by [`super::firewall`]), multipath hashing. All read for the
+//! caller's network namespace.
 
 use serde::Serialize;
 
+use super::firewall::Ruleset;
 use crate::kernel::sysctl::{self, CongestionControl};
 
 /// Host-wide facts.
@@ -30,11 +30,20 @@ pub struct Host {
     /// The mode in force on the interface: the maximum of `all` and the interface's
     /// (0 off, 1 strict, 2 loose).
     pub rp_filter: i64,
-    /// A TCP MSS clamping rule exists (nftables `tcp option maxseg size set` or iptables
-    /// `TCPMSS`).
+    /// A TCP MSS clamping rule exists somewhere (nftables `tcp option maxseg size set`,
+    /// iptables `TCPMSS`), whatever it applies to.
     pub mss_clamping: bool,
-    /// `net.ipv4.fib_multipath_hash_policy` (0 layer 3, 1 layer 4, ...).
+    /// A clamping rule covers SYNs forwarded out through the interface: in a chain packets
+    /// reach, at the forward or postrouting hook, for this interface (or any), clamping to
+    /// the path MTU or to a value that fits.
+    pub mss_clamp_covers: bool,
+    /// That rule, described ("" if none).
+    pub mss_clamp_rule: String,
+    /// `net.ipv4.fib_multipath_hash_policy` (0 layer 3, 1 layer 4, 2 layer 3 or inner
+    /// layer 3, 3 custom fields).
     pub fib_multipath_hash_policy: i64,
+    /// `net.ipv6.fib_multipath_hash_policy`.
+    pub fib6_multipath_hash_policy: i64,
 }
 
 fn int(key: &str) -> i64 {
@@ -54,33 +63,15 @@ fn cc_module_exists(name: &str) -> bool {
         .any(|ext| dir.join(format!("tcp_{name}.{ext}")).exists())
 }
 
-/// Looks for MSS clamping in the nftables ruleset (which also holds iptables-nft rules) and
-/// in legacy iptables.
-pub fn mss_clamping_present() -> bool {
-    let run = |cmd: &str, args: &[&str]| {
-        Command::new(cmd)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    };
-    let nft = run("nft", &["list", "ruleset"]);
-    if nft.contains("maxseg size set") || nft.contains("TCPMSS") {
-        return true;
-    }
-    ["iptables-legacy-save", "ip6tables-legacy-save"]
-        .iter()
-        .any(|cmd| run(cmd, &[]).contains("TCPMSS"))
-}
-
 impl Host {
-    /// Reads the host facts relevant to interface `iface`.
-    pub fn read(iface: &str) -> Self {
+    /// Reads the host facts relevant to interface `iface` (MTU `mtu`), with the firewall's
+    /// rules already read.
+    pub fn read(iface: &str, mtu: u32, rules: &Ruleset) -> Self {
         let cc = CongestionControl::read();
         let rp_all = int("net.ipv4.conf.all.rp_filter");
         let rp_iface = int(&format!("net.ipv4.conf.{iface}.rp_filter"));
+        // The largest MSS that fits the interface: its MTU minus IPv4 and TCP headers.
+        let clamp = rules.clamp_for(iface, i64::from(mtu) - 40);
         Host {
             bbr_available: cc.available.iter().any(|c| c == "bbr") || cc_module_exists("bbr"),
             cc_default: cc.default.unwrap_or_default(),
@@ -91,8 +82,11 @@ impl Host {
             rp_filter_all: rp_all,
             rp_filter_iface: rp_iface,
             rp_filter: rp_all.max(rp_iface),
-            mss_clamping: mss_clamping_present(),
+            mss_clamping: rules.any_clamp(),
+            mss_clamp_covers: clamp.is_some(),
+            mss_clamp_rule: clamp.map(|r| r.describe()).unwrap_or_default(),
             fib_multipath_hash_policy: int("net.ipv4.fib_multipath_hash_policy"),
+            fib6_multipath_hash_policy: int("net.ipv6.fib_multipath_hash_policy"),
         }
     }
 }

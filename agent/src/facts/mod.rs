@@ -5,11 +5,13 @@
 
 pub mod build;
 mod error;
+pub mod firewall;
 pub mod handshake;
 pub mod host;
 pub mod iface;
 pub mod link;
 pub mod overhead;
+pub mod prefix;
 pub mod probe;
 pub mod process;
 pub mod route;

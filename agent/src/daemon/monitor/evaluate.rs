@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::store::{CcRetrans, Sample};
 use crate::facts::build::{Observation, Snapshot};
+use crate::facts::firewall::Ruleset;
 use crate::facts::iface::{self, Interface};
 use crate::facts::link;
 use crate::facts::probe::{self, ProbeOptions};
@@ -142,6 +143,10 @@ impl Monitor<'_> {
             self.prev_drops.clone(),
         );
         let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec());
+        let firewall = Ruleset::read();
+        for e in &firewall.errors {
+            tracing::debug!(iface = %me.name, "firewall rules partly unread: {e}");
+        }
         let observed = Observation {
             me,
             details: &details,
@@ -153,6 +158,7 @@ impl Monitor<'_> {
             start: &start,
             end: &end,
             elapsed,
+            firewall: &firewall,
         };
         let mut facts = observed.facts().await?;
         if let Some(dev) = &tun.wireguard {

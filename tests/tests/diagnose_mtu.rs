@@ -1000,6 +1000,55 @@ fn gateway_with_clamping_on_another_interface_still_lacks_it() -> Result<()> {
     Ok(())
 }
 
+/// The configuration alone shows the risk: no connection starts while netdoctor watches
+/// (a gateway whose connections all began before), and the warning is there, without
+/// any SYN as evidence; a clamp on another interface exists but does not count.
+#[test]
+fn gateway_without_clamping_warns_with_no_connection_in_the_window() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let gw = Gateway::new()?;
+    gw.clamp_oifname(LineTopology::ROUTER_CLIENT_IF)?;
+    let d = diagnose_idle(&gw.line.router, gw.wg.a.ifname())?;
+    expect_gateway_facts(&d)?;
+    ensure!(
+        d.fact_i64("traffic.syn_mss_max")? == 0 && d.fact_i64("traffic.syn_mss_over_limit")? == 0,
+        "a SYN crossed the tunnel although no connection started\n{}",
+        d.describe()
+    );
+    let f = d.expect("mss.clamp_missing", "warning")?;
+    expect_evidence(&d, f, "clamping_rule_present", &true.into())?;
+    expect_evidence(&d, f, "clamping_rule_covering", &"".into())?;
+    expect_evidence(&d, f, "flows_over_limit", &0.into())?;
+    ensure!(
+        str_or(&f["summary"]).contains("do not cover it"),
+        "the summary should say the existing rule misses the tunnel: {}",
+        str_or(&f["summary"])
+    );
+    expect_fix(&d, f, &format!("oifname \"{}\"", gw.wg.a.ifname()))?;
+    Ok(())
+}
+
+/// Twin: the same idle gateway with the clamp on the tunnel: nothing to report.
+#[test]
+fn gateway_with_clamping_is_healthy_with_no_connection_in_the_window() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let gw = Gateway::new()?;
+    gw.clamp()?;
+    let d = diagnose_idle(&gw.line.router, gw.wg.a.ifname())?;
+    expect_gateway_facts(&d)?;
+    ensure!(
+        d.fact("host.mss_clamp_covers") == &Value::Bool(true)
+            && str_or(d.fact("host.mss_clamp_rule")).contains(gw.wg.a.ifname()),
+        "the clamp on the tunnel unseen\n{}",
+        d.describe()
+    );
+    d.expect_healthy()
+}
+
 // ---------------------------------------------------------------------------
 // VXLAN over a veth underlay.
 // ---------------------------------------------------------------------------

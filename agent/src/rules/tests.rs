@@ -38,6 +38,9 @@ fn healthy() -> Facts {
     f.host.bbr_available = true;
     f.host.ip_forward = true;
     f.host.mss_clamping = true;
+    f.host.mss_clamp_covers = true;
+    f.host.mss_clamp_rule =
+        "nftables inet mssfix forward (forward): oifname \"wg0\" -> clamp mss to path mtu".into();
     f.traffic.mss_limit = 1400;
     f.traffic.tcp_segments = 10_000;
     f.flows = vec![FlowFacts {
@@ -115,12 +118,17 @@ fn each_rule_fires_on_its_situation() {
         f.flows[0].retrans_ratio = 0.5;
         f.flows[0].throughput_bps = 300.0;
     });
+    // From the configuration alone: no rule covers the tunnel, no SYN seen.
     fires("mss.clamp_missing", |f| {
         f.host.mss_clamping = false;
-        f.traffic.syn_mss_max = 1460;
-        f.traffic.syn_mss_over_limit = 1;
+        f.host.mss_clamp_covers = false;
     });
     // A clamping rule for another interface does not help this one.
+    fires("mss.clamp_missing", |f| {
+        f.host.mss_clamp_covers = false;
+        f.host.mss_clamp_rule.clear();
+    });
+    // A rule that seems to cover the tunnel but lets oversized SYNs through.
     fires("mss.clamp_missing", |f| {
         f.traffic.syn_mss_max = 1460;
         f.traffic.syn_mss_over_limit = 1;
@@ -185,6 +193,10 @@ fn healthy_twins_stay_quiet() {
     });
     quiet(&|f| {
         f.traffic.syn_mss_max = 1380; // clamped: forwarded SYNs fit the tunnel
+    });
+    quiet(&|f| {
+        f.host.mss_clamp_covers = false; // no clamp, but the LAN's MTU is the tunnel's
+        f.iface.lan_mtu = 1440;
     });
     quiet(&|f| {
         f.tunnel.underlay_bond_mode = "802.3ad".into();

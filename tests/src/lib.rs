@@ -42,6 +42,7 @@ pub mod kernel_lane;
 pub mod loss;
 pub mod netdoctor;
 pub mod netns;
+pub mod observe;
 pub mod packet;
 pub mod podman;
 pub mod prometheus;

@@ -25,6 +25,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::netdoctor::{self, EXIT_UNKNOWN};
+use netdoctor_lab::observe;
 use netdoctor_lab::{
     ci, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
     LineTopology, Netns, PacketLoss, PairTopology, PingOpts, PingReport, WgConfig, WgInterface,
@@ -32,8 +33,6 @@ use netdoctor_lab::{
 };
 use serde_json::Value;
 
-/// What netdoctor prints on stderr once its start snapshot is taken.
-const OBSERVING: &str = "netdoctor: observing";
 /// Observation window of TCP scenarios.
 const TCP_WINDOW_SECS: u32 = 4;
 /// Observation window of ping scenarios.
@@ -112,10 +111,8 @@ impl WarningsOnly for Diagnosis {
     }
 }
 
-/// Starts `netdoctor diagnose IFACE --duration WINDOW --json EXTRA...` inside `ns`, waits
-/// until its start snapshot is taken, runs `load` (the scenario's traffic) on another
-/// thread while netdoctor observes, then returns the checked report and the traffic's
-/// result.
+/// `netdoctor diagnose IFACE --duration WINDOW --json EXTRA...` inside `ns` while `load`
+/// (the scenario's traffic) runs, held to its time ([`observe::diagnose_during`]).
 fn diagnose_during<T, F>(
     ns: &Netns,
     iface: &str,
@@ -127,42 +124,8 @@ where
     T: Send,
     F: FnOnce() -> Result<T> + Send,
 {
-    let bin = netdoctor::binary()?;
-    let duration = format!("{window_secs}s");
-    let mut args = vec!["diagnose", iface, "--duration", duration.as_str(), "--json"];
-    args.extend_from_slice(extra);
-    let label = format!("netdoctor {}", args.join(" "));
-    let mut process = ns.spawn_command(&label, ns.command(&bin.to_string_lossy(), &args))?;
-    process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
-    let (status, load) = std::thread::scope(|scope| {
-        let traffic = scope.spawn(load);
-        let status = process.wait_timeout(Duration::from_secs(u64::from(window_secs) + 60));
-        let load = match traffic.join() {
-            Ok(result) => result,
-            Err(_) => Err(anyhow::anyhow!("the traffic thread panicked")),
-        };
-        (status, load)
-    });
-    let status = status?;
-    let code = status
-        .code()
-        .with_context(|| format!("`{label}` was killed ({status})"))?;
-    let diagnosis = Diagnosis::parse(
-        format!("{label} (in {})", ns.name()),
-        code,
-        &process.stdout()?,
-        &process.stderr()?,
-    )?;
-    let load = load.with_context(|| {
-        format!(
-            "traffic during the observation; diagnosis:\n{}",
-            diagnosis.describe()
-        )
-    })?;
-    // Shown with --nocapture (and on failure): the measured facts behind each verdict.
-    eprintln!("{}", diagnosis.describe());
-    diagnosis.check_exit_code()?;
-    Ok((diagnosis, load))
+    let window = Duration::from_secs(u64::from(window_secs));
+    observe::diagnose_during(ns, iface, window, extra, load)
 }
 
 /// An iperf3 client from `ns` to `server` with congestion control `cc` (system default if

@@ -12,21 +12,15 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::netdoctor;
 use netdoctor_lab::{
-    ci, traffic, BgProcess, Iperf3Opts, Iperf3Server, LineConfig, LineTopology, Netns,
-    PairTopology, PingOpts, WgConfig, WgTunnel,
+    ci, traffic, Iperf3Opts, Iperf3Server, LineConfig, LineTopology, Netns, PairTopology, PingOpts,
+    WgConfig, WgTunnel,
 };
+use netdoctor_lab::{netdoctor, observe};
 use serde_json::Value;
 
 /// Observation window of every diagnosis (short, to keep the file's runtime down).
 const DURATION: &str = "3s";
-
-/// Load + observation + probes (up to four targets) must fit in this.
-const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// What netdoctor prints on stderr when its observation window starts.
-const OBSERVING: &str = "netdoctor: observing";
 
 /// Rate of the iperf3 traffic through tunnels: userspace WireGuard starved of CPU (two
 /// cores, shared with parallel tests) drops packets, which is a real
@@ -144,39 +138,31 @@ fn expect_fix(d: &Diagnosis, f: &Value, needle: &str) -> Result<()> {
 
 /// Runs `netdoctor diagnose IFACE --duration 3s --json [extra]` inside `ns`; once the
 /// observation window has opened, runs `during` (traffic), keeps what it returns alive
-/// until netdoctor is done, and returns the report with it.
-fn diagnose_with<T>(
+/// until netdoctor is done, and returns the report with it. The diagnosis is held to its
+/// time ([`observe::diagnose_during`]).
+fn diagnose_with<T: Send>(
     ns: &Netns,
     iface: &str,
     extra: &[&str],
-    during: impl FnOnce() -> Result<T>,
+    during: impl FnOnce() -> Result<T> + Send,
 ) -> Result<(Diagnosis, T)> {
     diagnose_for(ns, iface, DURATION, extra, during)
 }
 
-/// [`diagnose_with`] with an explicit observation time.
-fn diagnose_for<T>(
+/// [`diagnose_with`] with an explicit observation time (`N s`).
+fn diagnose_for<T: Send>(
     ns: &Netns,
     iface: &str,
     duration: &str,
     extra: &[&str],
-    during: impl FnOnce() -> Result<T>,
+    during: impl FnOnce() -> Result<T> + Send,
 ) -> Result<(Diagnosis, T)> {
-    let bin = netdoctor::binary()?;
-    let mut args = vec!["diagnose", iface, "--duration", duration, "--json"];
-    args.extend_from_slice(extra);
-    let label = format!("netdoctor {} (in {})", args.join(" "), ns.name());
-    let mut process: BgProcess =
-        ns.spawn_command(&label, ns.command(&bin.to_string_lossy(), &args))?;
-    process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
-    let kept = during().with_context(|| format!("traffic during `{label}`"))?;
-    let status = process.wait_timeout(DIAGNOSE_TIMEOUT)?;
-    let code = status
-        .code()
-        .with_context(|| format!("`{label}` was killed ({status})"))?;
-    let diagnosis = Diagnosis::parse(label, code, &process.stdout()?, &process.stderr()?)?;
-    // Shown by the test harness on failure, or with --nocapture.
-    println!("{}\n", diagnosis.describe());
+    let secs: f64 = duration
+        .trim_end_matches('s')
+        .parse()
+        .with_context(|| format!("duration {duration:?} is not N s"))?;
+    let window = Duration::from_secs_f64(secs);
+    let (diagnosis, kept) = observe::diagnose_during(ns, iface, window, extra, during)?;
     diagnosis.expect_header(iface, duration)?;
     Ok((diagnosis, kept))
 }

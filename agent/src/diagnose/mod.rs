@@ -1,13 +1,14 @@
 //! `diagnose`: configuration facts, a short observation through the data plane and socket
-//! telemetry, an active path-MTU probe, then the rules. One code path for the CLI and the
+//! telemetry with the active path-MTU probes running during it, then the rules. One code path for the CLI and the
 //! agent's `POST /api/v1/diagnose/{iface}`; the agent's own windows go through the same
 //! facts ([`crate::facts::build`]) and rules.
 
 mod error;
+mod probes;
 
 pub use error::Error;
 
-use crate::facts::{build, signals, tunnel, underlay};
+use crate::facts::{bond, build, route_table, signals, tunnel, underlay, watch, Host};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -17,13 +18,14 @@ use serde::Serialize;
 
 use crate::facts::firewall::Ruleset;
 use crate::facts::iface;
-use crate::facts::probe::{self, ProbeOptions, ProbeResult, MAX_PROBE_TARGETS};
+use crate::facts::probe::targets;
 use crate::facts::{link, Facts};
 use crate::kernel::packet::{Dataplane, Options};
 use crate::kernel::sockets::rates::Baseline;
 use crate::kernel::sockets::SocketProbes;
 use crate::rules::finding::{self, Finding, Severity};
 use crate::rules::{self, NotEvaluated, RuleSet};
+use probes::Probes;
 
 /// How to diagnose.
 #[derive(Debug, Clone)]
@@ -71,6 +73,13 @@ pub trait Progress {
     fn step(&self, message: &str);
 }
 
+/// How long after the window the probes and a WireGuard handshake in flight may take:
+/// `diagnose` ends within its `--duration` plus a second.
+const AFTER_WINDOW: Duration = Duration::from_millis(600);
+/// The window is looked at for new probe targets this often, while at least this much of
+/// it is left.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs a diagnosis of interface `name`.
 pub async fn diagnose(
     name: &str,
@@ -89,9 +98,16 @@ pub async fn diagnose(
     let tun = tunnel::identify(&me, &details);
     let mut notes = tun.notes.clone();
     let underlay = underlay::underlay(&tun, &details, &all).await;
+    let routes = route_table::dump().await.unwrap_or_else(|e| {
+        notes.push(format!(
+            "{e}: multipath routes and the gateway's uplink are unknown"
+        ));
+        Vec::new()
+    });
+    let also = watch::also_watch(&me, &underlay, &routes, &all, Host::forwarding());
 
-    // Data plane on the interface and on its underlay, with the tunnel's port when the
-    // data plane cannot recognise the protocol by itself.
+    // Data plane on the interface, its underlay, multipath nexthops and the uplink, with
+    // the tunnel's port when the data plane cannot recognise the protocol by itself.
     let mut dp_options = opts.dataplane.clone();
     if let Some(tp) = tun.port_to_recognise() {
         if dp_options.tunnel_ports.len() < crate::kernel::packet::MAX_TUNNEL_PORTS {
@@ -99,13 +115,21 @@ pub async fn diagnose(
         }
     }
     let mut dp_storage = MaybeUninit::uninit();
-    let dp = signals::packet_dataplane(&mut dp_storage, dp_options, &me, &underlay, &mut notes);
+    let dp = signals::packet_dataplane(
+        &mut dp_storage,
+        dp_options,
+        &me,
+        &underlay,
+        &also,
+        &mut notes,
+    );
     let mut sock_storage = MaybeUninit::uninit();
     let mut drop_storage = MaybeUninit::uninit();
     let (sockets, drops) = signals::load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
     let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
 
-    let start = build::Snapshot::take(&tun, drops.as_ref())?;
+    let start = build::Snapshot::take(&tun, drops.as_ref())?
+        .with_links(bond::counters().await.unwrap_or_default());
     let dp_start = dp.as_ref().map(Dataplane::snapshot).transpose()?;
     let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
     progress.step(&format!(
@@ -116,12 +140,51 @@ pub async fn diagnose(
         humantime::format_duration(opts.duration)
     ));
     let started = Instant::now();
-    // Close events queue in a bounded ring: read it while waiting.
+    let window_end = started + opts.duration;
+    let mut probes = Probes::new(window_end + AFTER_WINDOW);
+    if opts.probe {
+        probes.start(
+            targets::endpoint_targets(&tun.endpoints, underlay.route_mtu),
+            progress,
+        );
+    }
+    let mut next_look = started + LOOK_EVERY.min(opts.duration / 3);
+    // Close events queue in a bounded ring: read it while waiting. What the window shows
+    // so far names more probe targets (endpoints seen, stalled connections).
     while started.elapsed() < opts.duration {
         let left = opts.duration.saturating_sub(started.elapsed());
         tokio::time::sleep(left.min(Duration::from_millis(100))).await;
         if let Some(s) = &sockets {
             s.poll_closed()?;
+        }
+        let now = Instant::now();
+        if opts.probe && now >= next_look && window_end.saturating_duration_since(now) >= LOOK_EVERY
+        {
+            next_look = now + LOOK_EVERY;
+            let so_far = match (&dp, &dp_start) {
+                (Some(dp), Some(s)) => dp.snapshot()?.since(s),
+                _ => crate::kernel::packet::Snapshot::default(),
+            };
+            let rows = match (&sockets, &baseline) {
+                (Some(s), Some(b)) => Some(b.peek(s, started.elapsed().as_secs_f64())?),
+                _ => None,
+            };
+            let look = build::Observation {
+                me: &me,
+                details: &details,
+                all: &all,
+                tun: &tun,
+                underlay: &underlay,
+                window: &so_far,
+                sockets: rows.as_deref(),
+                start: &start,
+                end: &start,
+                elapsed: started.elapsed(),
+                firewall: &Ruleset::default(),
+                routes: &routes,
+            };
+            let facts = look.provisional().await?;
+            probes.start(targets::probe_targets(&facts, &underlay, &me), progress);
         }
     }
     let elapsed = started.elapsed();
@@ -139,7 +202,8 @@ pub async fn diagnose(
         _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = build::Snapshot::take(&build::refresh(&tun), drops.as_ref())?;
+    let end = build::Snapshot::take(&build::refresh(&tun), drops.as_ref())?
+        .with_links(bond::counters().await.unwrap_or_default());
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
         _ => None,
@@ -163,26 +227,21 @@ pub async fn diagnose(
         end: &end,
         elapsed,
         firewall: &firewall,
+        routes: &routes,
     };
-    let mut facts = observed.facts().await?;
+    let mut facts = observed.facts(window_end + AFTER_WINDOW).await?;
 
     if opts.probe {
-        let targets = probe::targets::probe_targets(&facts, &underlay, &me);
-        let mut results: Vec<(String, ProbeResult)> = Vec::new();
-        for (label, target, max_size) in targets.into_iter().take(MAX_PROBE_TARGETS) {
-            progress.step(&format!(
-                "probing the path MTU toward {target} (up to {max_size} bytes)"
-            ));
-            let options = ProbeOptions {
-                max_size,
-                ..ProbeOptions::default()
-            };
-            match tokio::task::spawn_blocking(move || probe::probe(target, &options)).await? {
-                Ok(r) => results.push((label, r)),
-                Err(e) => notes.push(format!("path-MTU probe toward {target} failed: {e}")),
+        let results = probes.finish(&mut notes);
+        targets::apply_probes(&mut facts, &tun, &results);
+        for (label, _, _) in targets::probe_targets(&facts, &underlay, &me) {
+            if !results.iter().any(|(l, _)| *l == label) {
+                notes.push(format!(
+                    "path-MTU probe toward {} not run: found too late in the observation",
+                    label.split_once(' ').map_or(label.as_str(), |(_, t)| t)
+                ));
             }
         }
-        probe::targets::apply_probes(&mut facts, &tun, &results);
     } else {
         notes.push("path-MTU probe skipped (--no-probe)".into());
     }

@@ -38,13 +38,18 @@ fn in_flight(p: &PeerFacts) -> bool {
                 && p.tx_bytes_delta > 0)
 }
 
-/// Waits up to [`GRACE`] for the handshakes in flight among `peers` of `tun` (a window
-/// that began at `window_start_unix`) and marks those that complete.
-pub async fn settle(tun: &ConfiguredTunnel, peers: &mut [PeerFacts], window_start_unix: i64) {
+/// Waits until `deadline` (at most [`GRACE`]) for the handshakes in flight among `peers`
+/// of `tun` (a window that began at `window_start_unix`) and marks those that complete.
+pub async fn settle(
+    tun: &ConfiguredTunnel,
+    peers: &mut [PeerFacts],
+    window_start_unix: i64,
+    deadline: Instant,
+) {
     let Some(name) = tun.wireguard.as_ref().map(|d| d.name.clone()) else {
         return;
     };
-    let deadline = Instant::now() + GRACE;
+    let deadline = deadline.min(Instant::now() + GRACE);
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
         let Ok(Some(dev)) = wireguard::query_uapi_or_cli(&name) else {

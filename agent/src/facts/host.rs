@@ -64,6 +64,11 @@ fn cc_module_exists(name: &str) -> bool {
 }
 
 impl Host {
+    /// Whether the host forwards IPv4 or IPv6.
+    pub fn forwarding() -> bool {
+        int("net.ipv4.ip_forward") == 1 || int("net.ipv6.conf.all.forwarding") == 1
+    }
+
     /// Reads the host facts relevant to interface `iface` (MTU `mtu`), with the firewall's
     /// rules already read.
     pub fn read(iface: &str, mtu: u32, rules: &Ruleset) -> Self {

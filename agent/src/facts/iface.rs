@@ -172,3 +172,18 @@ pub async fn by_name(name: &str) -> Result<Interface> {
         .find(|i| i.name == name)
         .ok_or_else(|| Error::UnknownInterface(name.to_owned()))
 }
+
+#[cfg(test)]
+impl Interface {
+    /// An up veth-like interface with index 0 and MTU 1500, for tests to fill in.
+    pub(crate) fn test_default() -> Self {
+        Interface {
+            name: String::new(),
+            index: 0,
+            mtu: 1500,
+            kind: IfaceKind::Veth,
+            link: LinkType::Ether,
+            up: true,
+        }
+    }
+}

@@ -3,23 +3,28 @@
 //! variables a rule's CEL expressions read (`iface.mtu`, `tunnel.max_mtu`, `peer.…`,
 //! `flow.…`), documented in `docs/rules.md`.
 
+pub mod bond;
 pub mod build;
+pub mod ecmp;
 mod error;
 pub mod firewall;
 pub mod handshake;
 pub mod host;
 pub mod iface;
 pub mod link;
+pub mod nat;
 pub mod overhead;
 pub mod prefix;
 pub mod probe;
 pub mod process;
 pub mod route;
+pub mod route_table;
 pub mod signals;
 pub mod tinc;
 pub mod trusted;
 pub mod tunnel;
 pub mod underlay;
+pub mod watch;
 pub mod wireguard;
 
 use serde::Serialize;
@@ -83,6 +88,16 @@ pub struct TunnelFacts {
     pub underlay_bond_policy: String,
     /// Bond mode ("" if not a bond).
     pub underlay_bond_mode: String,
+    /// What each bond member sent during the observation (kernel link counters).
+    pub underlay_bond_members: Vec<bond::MemberTraffic>,
+    /// Bytes all members sent.
+    pub underlay_bond_tx_bytes: i64,
+    /// The member that sent the most ("" if none).
+    pub underlay_bond_busiest: String,
+    /// Its share of the bytes, percent.
+    pub underlay_bond_busiest_percent: f64,
+    /// All members' rate, Mbit/s.
+    pub underlay_bond_rate_mbps: f64,
 }
 
 /// One tunnel peer (WireGuard peer, VXLAN remote, tinc/fastd endpoint).
@@ -227,6 +242,10 @@ pub struct Facts {
     pub drops: DropFacts,
     /// The path-MTU probe.
     pub probe: ProbeFacts,
+    /// Equal-cost multipath routes over the interface or its underlay.
+    pub ecmp: ecmp::EcmpFacts,
+    /// Source address translation of the tunnel's clients on the gateway's uplink.
+    pub nat: nat::NatFacts,
 }
 
 impl Facts {

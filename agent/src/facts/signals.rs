@@ -14,12 +14,23 @@ use crate::kernel::packet::{Dataplane, Options};
 use crate::kernel::sockets::SocketProbes;
 
 /// Facts only the packet data plane observes (rules' names for them).
-const DATAPLANE_FACTS: [&str; 5] = [
+const DATAPLANE_FACTS: &[&str] = &[
     "traffic",
     "tunnel.overhead_measured",
     "tunnel.underlay_fragments",
     "peer.initiations_sent",
     "peer.responses_received",
+    "ecmp.measured",
+    "ecmp.bytes",
+    "ecmp.flows",
+    "ecmp.busiest",
+    "ecmp.busiest_percent",
+    "ecmp.busiest_weight_percent",
+    "nat.leaked_packets",
+    "nat.leaked_flows",
+    "nat.answered_flows",
+    "nat.leaked_source",
+    "nat.leaked_family",
 ];
 
 /// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).
@@ -46,6 +57,7 @@ pub(crate) fn packet_dataplane<'obj>(
     options: Options,
     me: &Interface,
     underlay: &Underlay,
+    also: &[Interface],
     notes: &mut Vec<String>,
 ) -> Option<Dataplane<'obj>> {
     let lost = "traffic counters, fragments, measured overhead and WireGuard handshakes on the wire are not observed";
@@ -71,6 +83,14 @@ pub(crate) fn packet_dataplane<'obj>(
             notes.push(format!(
                 "could not watch the underlay candidate {}: {e}",
                 u.name
+            ));
+        }
+    }
+    for i in also {
+        if let Err(e) = dp.attach(&i.target()) {
+            notes.push(format!(
+                "could not watch {} (a multipath nexthop or the uplink): {e}",
+                i.name
             ));
         }
     }
@@ -131,7 +151,7 @@ pub(crate) fn missing_facts(
 ) -> Vec<String> {
     let mut missing: Vec<&str> = Vec::new();
     if !dataplane {
-        missing.extend(DATAPLANE_FACTS);
+        missing.extend(DATAPLANE_FACTS.iter().copied());
     }
     match sockets.map(SocketProbes::signals) {
         Some(s) if s.snapshots => {

@@ -160,6 +160,73 @@ fn each_rule_fires_on_its_situation() {
         f.tunnel.underlay_bond_mode = "802.3ad".into();
         f.tunnel.underlay_bond_policy = "layer2".into();
     });
+    // Measured: one member carried it all, whatever the policy says.
+    fires("bond.single_link_hash", |f| {
+        bond_carrying(f, "layer3+4", 99.7);
+    });
+    fires("ecmp.single_path_hash", |f| f.ecmp = ecmp(0, 99.5));
+    fires("nat.masquerade_missing", |f| f.nat = nat(3, 0));
+}
+
+/// A balance-xor bond of two members that sent 400 Mbit/s, `busiest` percent on one.
+fn bond_carrying(f: &mut Facts, policy: &str, busiest: f64) {
+    f.tunnel.underlay_iface = "bond0".into();
+    f.tunnel.underlay_bond_mode = "balance-xor".into();
+    f.tunnel.underlay_bond_policy = policy.into();
+    f.tunnel.underlay_bond_members = ["m0", "m1"]
+        .map(|name| crate::facts::bond::MemberTraffic {
+            name: name.into(),
+            ..Default::default()
+        })
+        .to_vec();
+    f.tunnel.underlay_bond_tx_bytes = 150_000_000;
+    f.tunnel.underlay_bond_busiest = "m1".into();
+    f.tunnel.underlay_bond_busiest_percent = busiest;
+    f.tunnel.underlay_bond_rate_mbps = 400.0;
+}
+
+/// An ECMP route over wg0 and wg1 with hash policy `policy`, 8 flows, `busiest` percent of
+/// the bytes on wg0.
+fn ecmp(policy: i64, busiest: f64) -> crate::facts::ecmp::EcmpFacts {
+    crate::facts::ecmp::EcmpFacts {
+        present: true,
+        route: "10.99.0.0/24".into(),
+        family: "ipv4".into(),
+        nexthops: vec!["wg0".into(), "wg1".into()],
+        hash_policy: policy,
+        l4_hashing: policy == 1,
+        bytes: 8_000_000,
+        flows: 8,
+        busiest: "wg0".into(),
+        busiest_percent: busiest,
+        busiest_weight_percent: 50.0,
+        ..Default::default()
+    }
+}
+
+/// A road-warrior gateway's uplink eth1 where `leaked` flows from 10.250.0.0/24 left
+/// untranslated and `answered` of them got replies.
+fn nat(leaked: i64, answered: i64) -> crate::facts::nat::NatFacts {
+    crate::facts::nat::NatFacts {
+        uplink: "eth1".into(),
+        sources: vec!["10.250.0.0/24".into()],
+        private_sources: vec!["10.250.0.0/24".into()],
+        uncovered_source: "10.250.0.0/24".into(),
+        leaked_packets: leaked * 5,
+        leaked_flows: leaked,
+        answered_flows: answered,
+        leaked_source: if leaked > 0 {
+            "10.250.0.0/24".into()
+        } else {
+            String::new()
+        },
+        leaked_family: if leaked > 0 {
+            "ipv4".into()
+        } else {
+            String::new()
+        },
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -202,6 +269,39 @@ fn healthy_twins_stay_quiet() {
         f.tunnel.underlay_bond_mode = "802.3ad".into();
         f.tunnel.underlay_bond_policy = "layer3+4".into();
     });
+    // Measured spread beats the policy: layer2, yet both members carry the traffic.
+    quiet(&|f| bond_carrying(f, "layer2", 52.0));
+    quiet(&|f| f.ecmp = ecmp(1, 55.0)); // layer 4 hashing spreads the flows
+    quiet(&|f| f.ecmp = ecmp(0, 51.0)); // layer 3, but the flows spread (IPv6 flow labels)
+    quiet(&|f| {
+        f.ecmp = ecmp(0, 100.0); // one flow on one path: nothing to spread
+        f.ecmp.flows = 1;
+    });
+    quiet(&|f| f.nat = nat(3, 3)); // site to site: the far side routes the range back
+    quiet(&|f| f.nat = nat(0, 0)); // translated: nothing leaves with the tunnel's addresses
+}
+
+#[test]
+fn the_nat_finding_names_the_uplink_and_gives_both_fixes() {
+    let mut facts = healthy();
+    facts.nat = nat(2, 0);
+    let rules = RuleSet::builtin().expect("rules");
+    let found = evaluate(&rules, &facts.to_json());
+    let f = found
+        .iter()
+        .find(|f| f.id == "nat.masquerade_missing")
+        .expect("finding");
+    assert_eq!(f.severity, Severity::Critical);
+    assert!(f.summary.contains("uplink eth1"), "{}", f.summary);
+    assert!(
+        f.fix.contains(
+            "nft add rule ip nat postrouting ip saddr 10.250.0.0/24 oifname \"eth1\" masquerade"
+        ) && f
+            .fix
+            .contains("iptables -t nat -A POSTROUTING -s 10.250.0.0/24 -o eth1 -j MASQUERADE"),
+        "{}",
+        f.fix
+    );
 }
 
 #[test]

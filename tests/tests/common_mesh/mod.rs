@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 pub use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{netdoctor, BgProcess, Netns};
+use netdoctor_lab::{observe, BgProcess, Netns};
 
 /// Finding ids that are about the tunnel MTU.
 pub const MTU_FINDINGS: &[&str] = &[
@@ -20,19 +20,21 @@ pub const MTU_FINDINGS: &[&str] = &[
 
 /// Runs `netdoctor diagnose IFACE --json --duration DURATION [extra...]` inside `ns`
 /// (netdoctor must see the interface, the tunnel daemon's sockets and the sysctls of that
-/// namespace) and parses the report. Any exit code other than 0/1/2 is an error.
+/// namespace) and parses the report. Any exit code other than 0/1/2 is an error, and so
+/// is a diagnosis that does not end on time ([`observe::diagnose_during`]).
 pub fn diagnose(ns: &Netns, iface: &str, duration: &str, extra: &[&str]) -> Result<Diagnosis> {
-    let mut args = vec!["diagnose", iface, "--json", "--duration", duration];
-    args.extend_from_slice(extra);
-    let out = netdoctor::run(Some(ns), &args, Duration::from_secs(120))
+    let secs: f64 = duration
+        .trim_end_matches('s')
+        .parse()
+        .with_context(|| format!("duration {duration:?} is not N s"))?;
+    let window = Duration::from_secs_f64(secs);
+    let (d, ()) = observe::diagnose_during(ns, iface, window, extra, || Ok(()))
         .with_context(|| format!("netdoctor diagnose {iface} in {}", ns.name()))?;
-    let d = Diagnosis::from_output(format!("netdoctor diagnose {iface} in {}", ns.name()), &out)?;
     ensure!(
         d.str("/interface")? == iface,
         "report is about {:?}, not {iface}",
         d.str("/interface")?
     );
-    d.check_exit_code()?;
     println!("{}: exit {}, findings {:?}", d.label, d.code, d.ids());
     Ok(d)
 }

@@ -5,14 +5,17 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::daemon::store::{CcRetrans, Sample};
+use crate::facts::bond::LinkCounter;
 use crate::facts::build::{Observation, Snapshot};
 use crate::facts::firewall::Ruleset;
 use crate::facts::iface::{self, Interface};
 use crate::facts::link;
 use crate::facts::probe::{self, ProbeOptions};
+use crate::facts::route_table::{self, TableRoute};
 use crate::facts::tunnel;
 use crate::facts::underlay;
 use crate::facts::Facts;
+use crate::facts::{bond, watch};
 use crate::kernel::drops::{DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters};
@@ -21,6 +24,19 @@ use crate::rules;
 
 use super::{now_ms, Monitor, Role, PRUNE_EVERY};
 use crate::facts::probe::MAX_PROBE_TARGETS;
+
+/// What every selected interface's evaluation of one window shares.
+#[derive(Clone, Copy)]
+struct Window<'a> {
+    all: &'a [Interface],
+    window: &'a packet::Snapshot,
+    rows: Option<&'a [SocketRow]>,
+    drops_now: &'a [DropCount],
+    elapsed: Duration,
+    routes: &'a [TableRoute],
+    firewall: &'a Ruleset,
+    links_now: &'a [LinkCounter],
+}
 
 impl Monitor<'_> {
     /// Closes the window: facts, rules, history and the view for every selected interface.
@@ -47,6 +63,26 @@ impl Monitor<'_> {
             .transpose()?
             .unwrap_or_default();
         let all = iface::list().await?;
+        // Configuration every interface's facts share: routes, firewall, link counters.
+        let routes = route_table::dump().await.unwrap_or_else(|e| {
+            tracing::debug!("{e}");
+            Vec::new()
+        });
+        let firewall = Ruleset::read();
+        for e in &firewall.errors {
+            tracing::debug!("firewall rules partly unread: {e}");
+        }
+        let links_now = bond::counters().await.unwrap_or_default();
+        let shared = Window {
+            all: &all,
+            window: &window,
+            rows: rows.as_deref(),
+            drops_now: &drops_now,
+            elapsed,
+            routes: &routes,
+            firewall: &firewall,
+            links_now: &links_now,
+        };
 
         let selected: Vec<Interface> = self
             .watched
@@ -58,10 +94,7 @@ impl Monitor<'_> {
         let mut evaluated = Vec::with_capacity(selected.len());
         let mut underlays = HashSet::new();
         for me in &selected {
-            match self
-                .evaluate_one(me, &all, &window, rows.as_deref(), &drops_now, elapsed, now)
-                .await
-            {
+            match self.evaluate_one(me, &shared, now).await {
                 Ok((facts, underlay)) => {
                     underlays.extend(underlay);
                     evaluated.push((me.clone(), facts));
@@ -85,6 +118,7 @@ impl Monitor<'_> {
         );
         self.prev_dp = dp_now;
         self.prev_drops = drops_now;
+        self.prev_links = links_now;
 
         if self.last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             self.last_prune = Some(Instant::now());
@@ -104,18 +138,24 @@ impl Monitor<'_> {
     }
 
     /// One interface's window: facts, findings, a sample. Returns the facts and the
-    /// indexes of its underlay candidates.
-    #[allow(clippy::too_many_arguments)]
+    /// indexes of the other interfaces it needs watched (underlay candidates, multipath
+    /// nexthops, the uplink).
     async fn evaluate_one(
         &mut self,
         me: &Interface,
-        all: &[Interface],
-        window: &packet::Snapshot,
-        rows: Option<&[SocketRow]>,
-        drops_now: &[DropCount],
-        elapsed: Duration,
+        w: &Window<'_>,
         now: i64,
     ) -> anyhow::Result<(Facts, Vec<u32>)> {
+        let Window {
+            all,
+            window,
+            rows,
+            drops_now,
+            elapsed,
+            routes,
+            firewall,
+            links_now,
+        } = *w;
         let details = link::details(me.index).await?;
         let tun = tunnel::identify(me, &details);
         for note in &tun.notes {
@@ -141,12 +181,10 @@ impl Monitor<'_> {
                 .cloned()
                 .or_else(|| tun.wireguard.clone()),
             self.prev_drops.clone(),
-        );
-        let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec());
-        let firewall = Ruleset::read();
-        for e in &firewall.errors {
-            tracing::debug!(iface = %me.name, "firewall rules partly unread: {e}");
-        }
+        )
+        .with_links(self.prev_links.clone());
+        let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec())
+            .with_links(links_now.to_vec());
         let observed = Observation {
             me,
             details: &details,
@@ -158,9 +196,12 @@ impl Monitor<'_> {
             start: &start,
             end: &end,
             elapsed,
-            firewall: &firewall,
+            firewall,
+            routes,
         };
-        let mut facts = observed.facts().await?;
+        let mut facts = observed
+            .facts(Instant::now() + crate::facts::handshake::GRACE)
+            .await?;
         if let Some(dev) = &tun.wireguard {
             self.prev_wireguard.insert(me.name.clone(), dev.clone());
         }
@@ -187,7 +228,9 @@ impl Monitor<'_> {
             elapsed,
             now,
         ))?;
-        Ok((facts, underlay.watch.iter().map(|u| u.index).collect()))
+        let also = watch::also_watch(me, &underlay, routes, all, facts.host.ip_forward);
+        let wanted = underlay.watch.iter().chain(also.iter()).map(|u| u.index);
+        Ok((facts, wanted.collect()))
     }
 
     /// Starts a path-MTU probe round for a tunnel when one is due. Results arrive on

@@ -75,6 +75,8 @@ pub struct Monitor<'obj> {
     window_start: Instant,
     prev_dp: packet::Snapshot,
     prev_drops: Vec<DropCount>,
+    /// Every link's transmit counters at the window's start (bond members).
+    prev_links: Vec<crate::facts::bond::LinkCounter>,
     baseline: Option<Baseline>,
     prev_wireguard: HashMap<String, Device>,
     probes: HashMap<String, ProbeState>,
@@ -131,6 +133,7 @@ impl<'obj> Monitor<'obj> {
             window_start: Instant::now(),
             prev_dp: packet::Snapshot::default(),
             prev_drops,
+            prev_links: Vec::new(),
             baseline,
             prev_wireguard: HashMap::new(),
             probes: HashMap::new(),

@@ -4,18 +4,19 @@ mod peers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::bond::LinkCounter;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
+use super::route_table::TableRoute;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
+use super::{ecmp, nat};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{
-    DropFacts, Facts, FlowFacts, Host, IfaceFacts, TrafficFacts, TunnelFacts,
-};
+use crate::facts::{DropFacts, Facts, FlowFacts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
@@ -27,12 +28,23 @@ use crate::kernel::views::{Direction, Encap};
 pub struct Snapshot {
     wireguard: Option<Device>,
     drops: Vec<DropCount>,
+    links: Vec<LinkCounter>,
 }
 
 impl Snapshot {
     /// From WireGuard state and drop counts read by the caller.
     pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
-        Snapshot { wireguard, drops }
+        Snapshot {
+            wireguard,
+            drops,
+            links: Vec::new(),
+        }
+    }
+
+    /// With every link's transmit counters (see [`crate::facts::bond::counters`]).
+    pub fn with_links(mut self, links: Vec<LinkCounter>) -> Self {
+        self.links = links;
+        self
     }
 
     /// Reads WireGuard counters and drop counts.
@@ -46,6 +58,7 @@ impl Snapshot {
                 .map(DropProbe::counts)
                 .transpose()?
                 .unwrap_or_default(),
+            links: Vec::new(),
         })
     }
 }
@@ -84,6 +97,8 @@ pub struct Observation<'a> {
     pub elapsed: Duration,
     /// The firewall's NAT and MSS clamping rules.
     pub firewall: &'a Ruleset,
+    /// The routing table (default and multipath routes).
+    pub routes: &'a [TableRoute],
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -97,12 +112,20 @@ impl Observation<'_> {
         now_unix() - self.elapsed.as_secs_f64().ceil() as i64
     }
 
-    /// The facts of the window. WireGuard handshakes in flight when it ended get their
-    /// grace first ([`super::handshake::settle`]), so one that completes is not stale.
-    pub async fn facts(&self) -> crate::facts::Result<Facts> {
+    /// The facts of the window. WireGuard handshakes in flight when it ended get until
+    /// `settle_until` to complete ([`super::handshake::settle`]), so one that completes is
+    /// not stale.
+    pub async fn facts(&self, settle_until: Instant) -> crate::facts::Result<Facts> {
         let mut facts = self.read().await?;
-        super::handshake::settle(self.tun, &mut facts.peers, self.window_start_unix()).await;
+        let start = self.window_start_unix();
+        super::handshake::settle(self.tun, &mut facts.peers, start, settle_until).await;
         Ok(facts)
+    }
+
+    /// The facts of the window so far, while it is still open (for the probes' targets):
+    /// nothing waits for handshakes.
+    pub async fn provisional(&self) -> crate::facts::Result<Facts> {
+        self.read().await
     }
 
     async fn read(&self) -> crate::facts::Result<Facts> {
@@ -199,6 +222,19 @@ impl Observation<'_> {
             }
             _ => None,
         };
+        let bond_traffic = bond
+            .as_ref()
+            .map(|b| {
+                let secs = self.elapsed.as_secs_f64();
+                crate::facts::bond::measure(
+                    &b.members,
+                    self.all,
+                    &self.start.links,
+                    &self.end.links,
+                    secs,
+                )
+            })
+            .unwrap_or_default();
         let tunnel = TunnelFacts {
             present: self.tun.kind.is_some(),
             kind: self
@@ -236,6 +272,29 @@ impl Observation<'_> {
                 .map(|b| b.xmit_hash_policy.clone())
                 .unwrap_or_default(),
             underlay_bond_mode: bond.as_ref().map(|b| b.mode.clone()).unwrap_or_default(),
+            underlay_bond_tx_bytes: bond_traffic.tx_bytes,
+            underlay_bond_busiest: bond_traffic.busiest,
+            underlay_bond_busiest_percent: bond_traffic.busiest_percent,
+            underlay_bond_rate_mbps: bond_traffic.rate_mbps,
+            underlay_bond_members: bond_traffic.members,
+        };
+        let ecmp = ecmp::facts(
+            &ecmp::routes(self.routes, self.me, underlay_iface.as_ref()),
+            self.all,
+            all_flows,
+        );
+        let nat = if is_tunnel_kind(&self.me.kind) {
+            let allowed = self
+                .end
+                .wireguard
+                .iter()
+                .flat_map(|d| d.peers.iter())
+                .flat_map(|p| p.allowed_ips.iter());
+            let sources = nat::tunnel_sources(&self.details.addresses, allowed);
+            let uplink = nat::uplink(self.routes, self.all, self.me);
+            nat::facts(&sources, uplink, self.firewall, all_flows)
+        } else {
+            nat::NatFacts::default()
         };
 
         let peers = self.peers(&endpoints, &outer);
@@ -356,6 +415,8 @@ impl Observation<'_> {
                 path_mtu: -1,
                 ..Default::default()
             },
+            ecmp,
+            nat,
         })
     }
 }

@@ -29,6 +29,9 @@ pub struct ProbeOptions {
     pub timeout: Duration,
     /// Tries per size before calling it lost.
     pub attempts: u32,
+    /// When to stop, finished or not (`diagnose` must end on time): the result is then
+    /// `incomplete`, a lower bound that proves nothing.
+    pub deadline: Option<Instant>,
 }
 
 impl Default for ProbeOptions {
@@ -37,6 +40,7 @@ impl Default for ProbeOptions {
             max_size: 1500,
             timeout: Duration::from_millis(400),
             attempts: 2,
+            deadline: None,
         }
     }
 }
@@ -68,6 +72,8 @@ pub struct ProbeResult {
     /// Probes of sizes known to pass were lost too: the path loses packets at random, so a
     /// silent failure proves nothing and no blackhole is concluded.
     pub lossy: bool,
+    /// The deadline came first: `path_mtu` is only what passed so far.
+    pub incomplete: bool,
     /// Probes sent.
     pub probes: u32,
     /// Time taken, milliseconds.
@@ -87,15 +93,21 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
     // Waiting for an answer costs most when probes vanish; once the path has answered,
     // wait five round trips (at least 100 ms, at most the configured timeout).
     let mut timeout = options.timeout;
+    let deadline = options.deadline;
+    let out_of_time = move || deadline.is_some_and(|d| Instant::now() >= d);
     let mut try_size = |pinger: &mut Pinger,
                         size: u32,
                         attempts: u32,
                         reports: &mut Vec<TooBigReport>|
      -> std::io::Result<(bool, Option<u32>)> {
         for _ in 0..attempts.max(1) {
+            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                break;
+            }
             probes += 1;
             let sent = Instant::now();
-            let answer = pinger.probe(size, timeout)?;
+            let answer = pinger.probe(size, timeout.min(left))?;
             if matches!(answer, Answer::Reply) && timeout == options.timeout {
                 timeout = (sent.elapsed() * 5).clamp(Duration::from_millis(100), options.timeout);
             }
@@ -125,6 +137,7 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
             too_big,
             blackhole: false,
             lossy: false,
+            incomplete: out_of_time(),
             probes,
             elapsed_ms: started.elapsed().as_millis() as u64,
         });
@@ -134,11 +147,18 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
     let mut bad = options.max_size + 1;
     let mut silent_loss = false;
     let mut lossy = false;
+    let mut incomplete = false;
     let mut next = options.max_size;
     while bad - good > 1 {
+        if out_of_time() {
+            incomplete = true;
+            break;
+        }
         let size = next.clamp(good + 1, bad - 1);
         let (mut passed, mut hint) = try_size(&mut pinger, size, attempts, &mut too_big)?;
-        if !passed && hint.is_none() {
+        // Once one silent failure survived the confirmation rounds, the path is known not
+        // to lose packets at random: later silent failures are taken as they come.
+        if !passed && hint.is_none() && !silent_loss {
             // A silent failure means a blackhole only if, probe for probe, the size that
             // passed keeps passing while this one keeps failing. Random loss shows as a
             // lost probe of the passing size sooner or later: then the probe concludes
@@ -156,7 +176,8 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
                     break;
                 }
             }
-            if lossy {
+            if lossy || out_of_time() {
+                incomplete = !lossy;
                 break;
             }
         }
@@ -183,9 +204,11 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
         max_size: options.max_size,
         blackhole: silent_loss
             && !lossy
+            && !incomplete
             && good < options.max_size
             && too_big.iter().all(|r| r.mtu > good),
         lossy,
+        incomplete,
         too_big,
         probes,
         elapsed_ms: started.elapsed().as_millis() as u64,

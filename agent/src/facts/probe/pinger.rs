@@ -102,10 +102,14 @@ impl Pinger {
                 )?;
             }
         }
+        // Raw ICMP sockets each receive every echo reply: probes running at once (one per
+        // target) tell theirs apart by identifier, and by the reply's source.
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Pinger {
             fd,
             target,
-            ident: (std::process::id() as u16) ^ 0x4e44,
+            ident: (std::process::id() as u16 ^ 0x4e44).wrapping_add(n.wrapping_mul(0x9e3)),
             seq: 0,
         })
     }
@@ -194,6 +198,16 @@ impl Pinger {
             recvmsg::<SockaddrStorage>(self.fd.as_raw_fd(), &mut iov, None, MsgFlags::MSG_DONTWAIT)
                 .map_err(std::io::Error::from)?;
         let n = msg.bytes;
+        let from = msg
+            .address
+            .and_then(|a| match (a.as_sockaddr_in(), a.as_sockaddr_in6()) {
+                (Some(v4), _) => Some(IpAddr::V4(v4.ip())),
+                (_, Some(v6)) => Some(IpAddr::V6(v6.ip())),
+                _ => None,
+            });
+        if from.is_some_and(|f| f.to_canonical() != self.target.to_canonical()) {
+            return Ok(false);
+        }
         // Raw IPv4 sockets deliver the IP header; ICMPv6 ones do not.
         let icmp = match self.target {
             IpAddr::V4(_) => {

@@ -8,6 +8,17 @@ use crate::facts::tunnel::ConfiguredTunnel;
 use crate::facts::underlay::Underlay;
 use crate::facts::Facts;
 
+/// Each endpoint of a tunnel, probed up to the underlay's MTU (1500 if unknown).
+pub fn endpoint_targets(endpoints: &[SocketAddr], mtu: Option<u32>) -> Vec<(String, IpAddr, u32)> {
+    endpoints
+        .iter()
+        .map(|ep| {
+            let max = mtu.unwrap_or(1500);
+            (format!("endpoint {ep}"), ep.ip().to_canonical(), max)
+        })
+        .collect()
+}
+
 /// Where to probe: each tunnel endpoint over the underlay, then remote ends of
 /// connections retransmitting full-size segments, through the interface.
 pub fn probe_targets(
@@ -15,19 +26,16 @@ pub fn probe_targets(
     underlay: &Underlay,
     me: &Interface,
 ) -> Vec<(String, IpAddr, u32)> {
-    let mut targets = Vec::new();
     let underlay_mtu = u32::try_from(facts.tunnel.underlay_mtu)
         .ok()
         .filter(|m| *m > 0);
-    for ep in facts
+    let endpoints: Vec<SocketAddr> = facts
         .tunnel
         .endpoints
         .iter()
         .filter_map(|e| e.parse::<SocketAddr>().ok())
-    {
-        let max = underlay_mtu.or(underlay.route_mtu).unwrap_or(1500);
-        targets.push((format!("endpoint {ep}"), ep.ip().to_canonical(), max));
-    }
+        .collect();
+    let mut targets = endpoint_targets(&endpoints, underlay_mtu.or(underlay.route_mtu));
     for f in facts.flows.iter().filter(|f| f.full_size_retransmits > 0) {
         if let Some(remote) = f
             .name
@@ -46,10 +54,11 @@ pub fn probe_targets(
 
 /// Adds probe results to the facts: per peer, for the tunnel, and in `probe`.
 pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(String, ProbeResult)]) {
-    // A probe that met random loss gives only a lower bound: no MTU conclusion from it.
+    // A probe that met random loss, or ran out of time, gives only a lower bound: no MTU
+    // conclusion from it.
     let answered: Vec<&(String, ProbeResult)> = results
         .iter()
-        .filter(|(_, r)| r.path_mtu.is_some() && !r.lossy)
+        .filter(|(_, r)| r.path_mtu.is_some() && !r.lossy && !r.incomplete)
         .collect();
     facts.probe.lossy = results.iter().any(|(_, r)| r.lossy);
     for (label, r) in &answered {

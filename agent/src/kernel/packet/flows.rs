@@ -167,3 +167,36 @@ pub fn top_by_bytes(mut flows: Vec<Flow>, n: usize) -> Vec<Flow> {
     flows.truncate(n);
     flows
 }
+
+/// A flow for tests: `bytes` in one packet-sized lump per 1000 bytes, UDP, no encapsulation.
+#[cfg(test)]
+pub(crate) fn test_flow(
+    ifindex: u32,
+    direction: Direction,
+    src: &str,
+    src_port: u16,
+    dst: &str,
+    bytes: u64,
+) -> Flow {
+    let ip = |a: &str| a.parse::<IpAddr>().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    Flow {
+        ifindex,
+        direction,
+        protocol: 17,
+        src: ip(src),
+        src_port,
+        dst: ip(dst),
+        dst_port: 5201,
+        packets: bytes.div_ceil(1000),
+        segments: bytes.div_ceil(1000),
+        bytes,
+        first_seen_ms: 0,
+        last_seen_ms: 0,
+        tcp_flags: 0,
+        syn_mss: None,
+        max_segment: 1000,
+        retransmits: 0,
+        encap: Encap::None,
+        wireguard: WireguardMessages::default(),
+    }
+}

@@ -85,6 +85,25 @@ impl Baseline {
         Ok(out)
     }
 
+    /// The rows so far (`secs` after [`Baseline::take`]) without ending the window: close
+    /// events stay queued for [`Baseline::close`], so connections closed so far are left out.
+    pub fn peek(
+        &self,
+        probes: &SocketProbes<'_>,
+        secs: f64,
+    ) -> crate::kernel::Result<Vec<SocketRow>> {
+        let end = probes.snapshot()?;
+        let retrans_end = probes.retransmits()?;
+        Ok(rows(
+            &self.sockets,
+            &end,
+            &[],
+            &self.retrans,
+            &retrans_end,
+            secs,
+        ))
+    }
+
     /// Ends the window now (`secs` after [`Baseline::take`]) for every interface: one row
     /// per connection, and the baseline of the next window (taken at the same moment, so
     /// consecutive windows neither overlap nor leave gaps).

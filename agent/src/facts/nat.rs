@@ -1,0 +1,164 @@
+//! A gateway's source address translation for its tunnel's clients: the tunnel's address
+//! ranges (its interface addresses and the peers' allowed IPs), the uplink (the default
+//! route's interface), whether a masquerade or SNAT rule covers those ranges leaving
+//! the uplink ([`super::firewall`]), and what the data plane saw on the uplink: packets
+//! from those ranges leaving untranslated, and whether anything came back.
+//!
+//! Without translation a road-warrior gateway sends its clients' private addresses to the
+//! Internet, where no route leads back: every connection through it times out.
+
+use serde::Serialize;
+
+use super::firewall::Ruleset;
+use super::iface::Interface;
+use super::prefix::Prefix;
+use super::route_table::TableRoute;
+use crate::kernel::packet::flows::Flow;
+use crate::kernel::views::Direction;
+
+/// What rules read as `nat.*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NatFacts {
+    /// The uplink: the interface of the main table's default route ("" if none, or if it
+    /// is the diagnosed interface itself).
+    pub uplink: String,
+    /// The tunnel's address ranges: its interface's networks and the peers' allowed IPs
+    /// (default routes left out), each range once.
+    pub sources: Vec<String>,
+    /// The private ones among them (RFC 1918, 100.64/10, fc00::/7): those that need
+    /// translation to reach the Internet.
+    pub private_sources: Vec<String>,
+    /// A masquerade or SNAT rule covers every private range leaving through the uplink.
+    pub masquerade: bool,
+    /// The first rule covering them, described ("" if none).
+    pub rule: String,
+    /// The first private range no rule covers ("" if none).
+    pub uncovered_source: String,
+    /// Packets from the private ranges that left the uplink untranslated during the
+    /// observation.
+    pub leaked_packets: i64,
+    /// The flows (address and port pairs) of those packets.
+    pub leaked_flows: i64,
+    /// Those of them that got anything back on the uplink.
+    pub answered_flows: i64,
+    /// The private range the first leaked packet came from ("" if none).
+    pub leaked_source: String,
+    /// "ipv4" or "ipv6": the family of `leaked_source` ("" if none).
+    pub leaked_family: String,
+}
+
+/// The tunnel's ranges from its interface addresses (`10.250.0.1/24`) and the peers'
+/// allowed IPs, without default routes, and without ranges another one covers.
+pub fn tunnel_sources<'a>(
+    addresses: &'a [String],
+    allowed_ips: impl Iterator<Item = &'a String>,
+) -> Vec<Prefix> {
+    let all: Vec<Prefix> = addresses
+        .iter()
+        .chain(allowed_ips)
+        .filter_map(|a| a.parse::<Prefix>().ok())
+        .filter(|p| !p.is_default())
+        .collect();
+    let mut out: Vec<Prefix> = Vec::new();
+    for p in &all {
+        let covered = all.iter().any(|o| o != p && o.covers(p)) || out.contains(p);
+        if !covered {
+            out.push(*p);
+        }
+    }
+    out
+}
+
+/// The interface of the main table's default route (IPv4 first), unless it is `me`.
+pub fn uplink<'a>(
+    routes: &[TableRoute],
+    all: &'a [Interface],
+    me: &Interface,
+) -> Option<&'a Interface> {
+    let default = |v4: bool| {
+        routes
+            .iter()
+            .filter(|r| r.is_default() && r.destination.is_ipv4() == v4)
+            .flat_map(|r| r.nexthops.first())
+            .next()
+    };
+    let hop = default(true).or_else(|| default(false))?;
+    all.iter()
+        .find(|i| i.index == hop.ifindex)
+        .filter(|i| i.index != me.index)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The facts, from the configuration and the flows the data plane saw in the window.
+pub fn facts(
+    sources: &[Prefix],
+    uplink: Option<&Interface>,
+    firewall: &Ruleset,
+    flows: &[Flow],
+) -> NatFacts {
+    let private: Vec<&Prefix> = sources.iter().filter(|p| p.is_private()).collect();
+    let mut facts = NatFacts {
+        sources: sources.iter().map(ToString::to_string).collect(),
+        private_sources: private.iter().map(ToString::to_string).collect(),
+        ..NatFacts::default()
+    };
+    let Some(uplink) = uplink else {
+        return facts;
+    };
+    facts.uplink = uplink.name.clone();
+    let rules: Vec<(&Prefix, Option<String>)> = private
+        .iter()
+        .map(|p| (*p, firewall.nat_for(p, &uplink.name).map(|r| r.describe())))
+        .collect();
+    facts.masquerade = !rules.is_empty() && rules.iter().all(|(_, r)| r.is_some());
+    facts.rule = rules
+        .iter()
+        .find_map(|(_, r)| r.clone())
+        .unwrap_or_default();
+    facts.uncovered_source = rules
+        .iter()
+        .find(|(_, r)| r.is_none())
+        .map(|(p, _)| p.to_string())
+        .unwrap_or_default();
+
+    let on_uplink = |f: &&Flow, dir: Direction| f.ifindex == uplink.index && f.direction == dir;
+    let leaked: Vec<(&Flow, &Prefix)> = flows
+        .iter()
+        .filter(|f| on_uplink(f, Direction::Egress))
+        .filter_map(|f| Some((f, *private.iter().find(|p| p.contains(f.src))?)))
+        .collect();
+    facts.leaked_packets = to_i64(leaked.iter().map(|(f, _)| f.packets).sum());
+    facts.leaked_flows = leaked.len() as i64;
+    facts.answered_flows = leaked
+        .iter()
+        .filter(|(out, _)| {
+            flows.iter().any(|back| {
+                on_uplink(&back, Direction::Ingress) && back.src == out.dst && back.dst == out.src
+            })
+        })
+        .count() as i64;
+    if let Some((_, range)) = leaked.first() {
+        facts.leaked_source = range.to_string();
+        facts.leaked_family = if range.is_ipv4() { "ipv4" } else { "ipv6" }.into();
+    }
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_the_tunnel_ranges_once_without_default_routes() {
+        let allowed = ["10.250.0.2/32".to_owned(), "0.0.0.0/0".to_owned()];
+        let got = tunnel_sources(
+            &["10.250.0.1/24".to_owned(), "fd00:250::1/64".to_owned()],
+            allowed.iter(),
+        );
+        let got: Vec<String> = got.iter().map(ToString::to_string).collect();
+        assert_eq!(got, ["10.250.0.0/24", "fd00:250::/64"]);
+    }
+}

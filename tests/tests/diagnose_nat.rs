@@ -1,0 +1,213 @@
+//! `nat.masquerade_missing` end to end: a road-warrior gateway that forwards its WireGuard
+//! clients out of its uplink without translating their private tunnel addresses.
+//!
+//! ```text
+//! client ── eth0 (10.200.1.0/24, WireGuard 10.250.0.0/24 over it) ── gateway ── eth1 ── server
+//!                                                                     uplink, default route
+//! ```
+//!
+//! The client (road warrior) routes the server's network through the tunnel; the server has
+//! no route back to 10.250.0.0/24 (as the Internet has none to private addresses). Without a
+//! masquerade rule the client's pings leave the gateway's uplink with source 10.250.0.2 and
+//! are never answered: critical finding naming the uplink, with the nft and iptables fixes.
+//! The healthy twin has the fix's masquerade rule: the pings are answered, nothing leaves
+//! untranslated, no finding. Both gateways clamp the MSS (a rule for the tunnel), so that
+//! the twin is healthy in every other respect.
+//!
+//! Needs root, BPF, wireguard-go, wg, nft, ping; skips elsewhere, fails under CI=true.
+//! Build the binary first: `cargo build -p netdoctor`.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::traffic::{self, PingOpts, PingReport};
+use netdoctor_lab::{ci, observe, LineConfig, LineTopology, WgConfig, WgTunnel};
+use serde_json::Value;
+
+const WINDOW: Duration = Duration::from_secs(3);
+const TUNNEL_RANGE: &str = "10.250.0.0/24";
+const SERVER_NET: &str = "10.200.2.0/24";
+
+/// The road-warrior lab: the gateway is the line's router, WireGuard runs between client
+/// and gateway over the client link, the uplink is the router's eth1.
+struct RoadWarrior {
+    // Declared first: wireguard-go stops before the namespaces go.
+    wg: WgTunnel,
+    line: LineTopology,
+}
+
+impl RoadWarrior {
+    fn new() -> Result<RoadWarrior> {
+        let line = LineTopology::new(&LineConfig::default())?;
+        // The "Internet" has no route back to private tunnel addresses.
+        line.server.ip(&["route", "del", "default"])?;
+        // The gateway's uplink is its default route.
+        line.router
+            .ip(&["route", "add", "default", "via", LineTopology::SERVER_IP])?;
+        let wg = WgTunnel::new(
+            &line.router,
+            LineTopology::ROUTER_CLIENT_SIDE_IP,
+            &line.client,
+            LineTopology::CLIENT_IP,
+            &WgConfig::default(),
+        )?;
+        // The client sends the server's network into the tunnel.
+        wg.b.add_peer(
+            wg.a.public_key(),
+            Some(&format!(
+                "{}:{}",
+                LineTopology::ROUTER_CLIENT_SIDE_IP,
+                wg.a.listen_port()
+            )),
+            &format!("{}/32,{SERVER_NET}", wg.a.ip()),
+            None,
+        )?;
+        line.client
+            .ip(&["route", "replace", SERVER_NET, "dev", wg.b.ifname()])?;
+        let gw = &line.router;
+        for rule in [
+            "add table inet mssfix",
+            "add chain inet mssfix forward { type filter hook forward priority mangle; }",
+        ] {
+            gw.run(&["nft", rule])?;
+        }
+        gw.run(&[
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            "mssfix",
+            "forward",
+            "oifname",
+            wg.a.ifname(),
+            "tcp",
+            "flags",
+            "syn",
+            "tcp",
+            "option",
+            "maxseg",
+            "size",
+            "set",
+            "rt",
+            "mtu",
+        ])?;
+        Ok(RoadWarrior { wg, line })
+    }
+
+    /// The fix's masquerade rule on the gateway.
+    fn masquerade(&self) -> Result<()> {
+        let gw = &self.line.router;
+        gw.run(&["nft", "add table ip nat"])?;
+        gw.run(&[
+            "nft",
+            "add chain ip nat postrouting { type nat hook postrouting priority srcnat; }",
+        ])?;
+        gw.run(&[
+            "nft",
+            "add",
+            "rule",
+            "ip",
+            "nat",
+            "postrouting",
+            "ip",
+            "saddr",
+            TUNNEL_RANGE,
+            "oifname",
+            LineTopology::ROUTER_SERVER_IF,
+            "masquerade",
+        ])?;
+        Ok(())
+    }
+
+    /// Diagnoses the gateway's WireGuard interface while the client pings the server
+    /// through the tunnel.
+    fn diagnose(&self) -> Result<(Diagnosis, PingReport)> {
+        observe::diagnose_during(&self.line.router, self.wg.a.ifname(), WINDOW, &[], || {
+            let opts = PingOpts {
+                count: 15,
+                interval_secs: 0.2,
+                ..PingOpts::default()
+            };
+            traffic::ping(&self.line.client, LineTopology::SERVER_IP, &opts)
+        })
+    }
+}
+
+fn fact<'a>(d: &'a Diagnosis, path: &str) -> &'a Value {
+    d.fact(path)
+}
+
+#[test]
+fn road_warrior_gateway_without_masquerade_is_critical_and_names_the_uplink() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let lab = RoadWarrior::new()?;
+    let (d, ping) = lab.diagnose()?;
+    ensure!(
+        ping.transmitted > 0 && ping.received == 0,
+        "without translation nothing may come back: {}",
+        ping.output
+    );
+    let uplink = LineTopology::ROUTER_SERVER_IF;
+    ensure!(
+        fact(&d, "nat.uplink") == uplink
+            && fact(&d, "nat.private_sources") == &serde_json::json!([TUNNEL_RANGE])
+            && fact(&d, "nat.masquerade") == false
+            && fact(&d, "nat.answered_flows") == 0,
+        "the NAT facts do not show the untranslated uplink:\n{}",
+        d.describe()
+    );
+    let f = d.expect_finding("nat.masquerade_missing", "critical")?;
+    let leaked = f["evidence"]["leaked_packets"].as_i64().unwrap_or(0);
+    ensure!(
+        leaked > 0 && f["evidence"]["uplink"] == uplink,
+        "evidence: {}\n{}",
+        f["evidence"],
+        d.describe()
+    );
+    let summary = f["summary"].as_str().unwrap_or("");
+    ensure!(
+        summary.contains(&format!("uplink {uplink}")),
+        "the summary must name the uplink: {summary}"
+    );
+    let fix = f["fix"].as_str().unwrap_or("");
+    for line in [
+        format!("nft add rule ip nat postrouting ip saddr {TUNNEL_RANGE} oifname \"{uplink}\" masquerade"),
+        format!("iptables -t nat -A POSTROUTING -s {TUNNEL_RANGE} -o {uplink} -j MASQUERADE"),
+    ] {
+        ensure!(fix.contains(&line), "the fix lacks `{line}`: {fix}");
+    }
+    ensure!(d.code == 2, "a critical finding exits 2:\n{}", d.describe());
+    Ok(())
+}
+
+#[test]
+fn road_warrior_gateway_with_masquerade_is_healthy() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let lab = RoadWarrior::new()?;
+    lab.masquerade()?;
+    let (d, ping) = lab.diagnose()?;
+    ensure!(
+        ping.received * 10 >= ping.transmitted * 8,
+        "the masquerade must let the replies back: {}",
+        ping.output
+    );
+    let rule = fact(&d, "nat.rule").as_str().context("nat.rule")?;
+    ensure!(
+        fact(&d, "nat.masquerade") == true
+            && rule.contains("masquerade")
+            && fact(&d, "nat.leaked_flows") == 0,
+        "the masquerade unseen, or packets left untranslated:\n{}",
+        d.describe()
+    );
+    ensure!(
+        d.all("nat.masquerade_missing").is_empty(),
+        "nat.masquerade_missing with the masquerade in place:\n{}",
+        d.describe()
+    );
+    d.expect_healthy()
+}

@@ -18,6 +18,7 @@ use netdoctor_lab::agent::request_url;
 use netdoctor_lab::chart::{self, Manifests};
 use netdoctor_lab::podman::{self, PodRun};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
+use netdoctor_lab::wait::eventually;
 use netdoctor_lab::{attached, ci, wg_over_pair, Netns, PairTopology};
 use serde_json::Value;
 
@@ -59,17 +60,6 @@ impl Drop for Entered {
     fn drop(&mut self) {
         if let Err(e) = nix::sched::setns(&self.0, nix::sched::CloneFlags::CLONE_NEWNET) {
             eprintln!("leaving the lab namespace: {e}");
-        }
-    }
-}
-
-fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Result<T>) -> Result<T> {
-    let started = Instant::now();
-    loop {
-        match check() {
-            Ok(v) => return Ok(v),
-            Err(e) if started.elapsed() >= timeout => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(300)),
         }
     }
 }

@@ -32,7 +32,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
-#include "netdoctor.h"
+#include "packet.h"
 #include "parse.h"
 #include "encap.h"
 #include "compat.h"

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Types shared between the BPF programs and the Rust agent.
+ * Types shared between the packet data plane (packet.bpf.c) and the Rust agent.
  *
  * Every struct here is a map key or value: libbpf-cargo turns them into Rust types in the
  * generated skeleton, so the layouts below are the single definition. Keep them free of
  * implicit padding (explicit `pad` fields) so Rust and C agree byte for byte and keys hash
  * the same whatever the stack held before.
  */
-#ifndef NETDOCTOR_H
-#define NETDOCTOR_H
+#ifndef NETDOCTOR_PACKET_H
+#define NETDOCTOR_PACKET_H
 
-/* Map sizes: fixed, so memory use is known up front (see README "Memory"). */
+/* Map sizes: fixed, so the kernel memory the maps take is known up front. */
 #define ND_MAX_IFACES 256
 /* When an interface does not own slot ifindex % ND_MAX_IFACES, its slot is found through an
  * array for an ifindex below this, through a hash above. */
@@ -187,4 +187,4 @@ struct nd_ptb_stats {
 	__u32 pad;
 };
 
-#endif /* NETDOCTOR_H */
+#endif /* NETDOCTOR_PACKET_H */

@@ -16,7 +16,7 @@
  * array for an ifindex below this, through a hash above. */
 #define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
-/* Per-CPU flow cache in front of `flows` (see packet.bpf.c): slots per CPU (a power of 2),
+/* Per-CPU flow cache in front of `flows` (see flow_cache.h): slots per CPU (a power of 2),
  * and entries of the shared TCP sequence table. */
 #define ND_FLOW_CACHE_SLOTS 1024
 #define ND_SEQ_SLOTS 4096

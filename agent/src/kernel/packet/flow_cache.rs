@@ -1,5 +1,5 @@
-//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/packet.bpf.c`) and adding it to the
-//! `flows` table, so that every reader sees each flow's whole total.
+//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/include/flow_cache.h`) and adding
+//! it to the `flows` table, so that every reader sees each flow's whole total.
 //!
 //! A flow's figures are split between its table entry and the cache slots that hold it
 //! (at most one per CPU): a slot counts what the flow carried on that CPU since the CPU

@@ -10,7 +10,8 @@
 #ifndef NETDOCTOR_PACKET_H
 #define NETDOCTOR_PACKET_H
 
-/* Map sizes: fixed, so the kernel memory the maps take is known up front. */
+/* Map sizes: fixed, so the kernel memory the maps take is known up front. The agent copies
+ * some of them (agent/src/kernel/packet/limits.rs checks the copies against this build). */
 #define ND_MAX_IFACES 256
 /* When an interface does not own slot ifindex % ND_MAX_IFACES, its slot is found through an
  * array for an ifindex below this, through a hash above. */

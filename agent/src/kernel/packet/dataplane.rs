@@ -16,11 +16,11 @@ use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
-/// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h.
+/// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
 pub const MAX_IFACES: usize = 256;
-/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in ebpf/include/packet.h.
-const SLOT_ARRAY_IFINDEX: u32 = 65536;
-/// Mirrors `ND_MAX_USER_PORTS` in ebpf/include/packet.h.
+/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in ebpf/include/packet.h (checked by the `limits` test).
+pub(super) const SLOT_ARRAY_IFINDEX: u32 = 65536;
+/// Mirrors `ND_MAX_USER_PORTS` in ebpf/include/packet.h (checked by the `limits` test).
 pub const MAX_TUNNEL_PORTS: usize = 8;
 /// Names of the packet programs, as the kernel reports them (used to find leftovers).
 const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];

@@ -29,7 +29,8 @@ use libbpf_rs::MapCore;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{decode, encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
 
-/// Mirrors `ND_FLOW_CACHE_SLOTS` in ebpf/include/packet.h: slots per CPU.
+/// Mirrors `ND_FLOW_CACHE_SLOTS` in ebpf/include/packet.h: slots per CPU (checked by the
+/// `limits` test).
 pub const SLOTS_PER_CPU: u32 = 1024;
 /// Bytes of one slot (`struct nd_flow_slot`).
 const SLOT_BYTES: usize = 128;

@@ -5,7 +5,8 @@
  *
  * A flow's figures are this table's entry plus what the per-CPU flow cache (flow_cache.h)
  * holds of it; a packet reaches the table directly only when its cache slot is busy with
- * another flow, and a slot's counts reach it when the slot is retired. The key is hashed and
+ * another flow (or its CPU has no slots), and a slot's counts reach it when the slot is
+ * retired. The key is hashed and
  * compared as 64-bit words (flow_hash, key_eq): a flow key is 44 bytes, and the cache and
  * the sequence table (flow_seq.h) index themselves by that hash.
  */

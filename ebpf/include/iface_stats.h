@@ -3,11 +3,11 @@
  * Interface counters: where a packet finds its interface's counters (the interface slots),
  * and what every packet adds to them.
  *
- * Every packet of a watched interface goes through here first, so finding the counters is
- * built for the hot path: one array load from the ifindex and the CPU number when the
- * interface owns slot ifindex % ND_MAX_IFACES (the agent gives it that slot when it is
- * free), and only otherwise a lookup of its slot in `iface_slot` (struct nd_iface_dir in
- * packet.h says why).
+ * Every packet goes through here first (one of an interface the agent does not watch stops
+ * here), so finding the counters is built for the hot path: one array load from the
+ * ifindex and the CPU number when the interface owns slot ifindex % ND_MAX_IFACES (the
+ * agent gives it that slot when it is free), and only otherwise a lookup of its slot in
+ * `iface_slot` (struct nd_iface_dir in packet.h says why).
  *
  * size_bucket() reads the program's setting `size_bounds` (packet.bpf.c), which the
  * including program defines before it includes this header.

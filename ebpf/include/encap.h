@@ -12,7 +12,7 @@
 #ifndef NETDOCTOR_ENCAP_H
 #define NETDOCTOR_ENCAP_H
 
-#include "netdoctor.h"
+#include "packet.h"
 #include "parse.h"
 
 #define VXLAN_PORT 4789

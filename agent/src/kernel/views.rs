@@ -1,4 +1,4 @@
-//! Plain Rust views of the BPF maps' C structs (`ebpf/include/netdoctor.h`).
+//! Plain Rust views of the BPF maps' C structs (`ebpf/include/packet.h`).
 //!
 //! The structs themselves are generated into the skeleton; this module only adds the byte
 //! conversions libbpf-rs map reads need, and the small enums the C side stores as numbers.
@@ -12,7 +12,7 @@ pub use crate::kernel::bpf::packet::types::{
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
-// netdoctor.h made only of integers and integer arrays, with explicit padding fields, so
+// packet.h made only of integers and integer arrays, with explicit padding fields, so
 // every bit pattern of the right length is a valid value.
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_iface_dir {}

@@ -230,7 +230,7 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
 }
 
 /// The kernel table's header (docs/kernels.md and the README copy the table).
-pub const TABLE_HEADER: &str = "| kernel | packet data plane | tc by | XDP | socket telemetry | close events | drop reasons | kernel WireGuard MTU | WireGuard netlink | bonds | overlays | WAN (netem) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// The signals one kernel gave, as its checks proved them: one row of the kernel table.
 #[derive(Debug, Default)]

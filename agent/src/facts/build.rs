@@ -10,9 +10,7 @@ use super::underlay::{is_tunnel_kind, Underlay};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{
-    DropFacts, Facts, Host, IfaceFacts, PeerFacts, TrafficFacts, TunnelFacts,
-};
+use crate::facts::{DropFacts, Facts, Host, IfaceFacts, PeerFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;

@@ -30,7 +30,10 @@ pub fn mathis_bps(mss: u32, srtt_s: f64, loss: f64) -> Option<f64> {
 
 /// The connections among `rows` leaving through interface `ifindex`.
 pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
-    let mine: Vec<&SocketRow> = rows.iter().filter(|r| r.socket.ifindex == ifindex).collect();
+    let mine: Vec<&SocketRow> = rows
+        .iter()
+        .filter(|r| r.socket.ifindex == ifindex)
+        .collect();
     let to_host = |host: IpAddr| mine.iter().filter(move |r| r.socket.remote.ip() == host);
     mine.iter()
         .map(|r| {

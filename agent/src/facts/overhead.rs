@@ -206,11 +206,26 @@ mod tests {
         };
         // ip -d link: a gre device on a 1500 underlay gets MTU 1476, with key 1472, with
         // key+csum+seq 1464; gretap 1462; ip6gre (encaplimit 4) 1448.
-        assert_eq!(overhead(gre(false, false, false, false, false), Family::V4), 24);
-        assert_eq!(overhead(gre(false, true, false, false, false), Family::V4), 28);
-        assert_eq!(overhead(gre(false, true, true, true, false), Family::V4), 36);
-        assert_eq!(overhead(gre(true, false, false, false, false), Family::V4), 38);
-        assert_eq!(overhead(gre(false, false, false, false, true), Family::V6), 52);
+        assert_eq!(
+            overhead(gre(false, false, false, false, false), Family::V4),
+            24
+        );
+        assert_eq!(
+            overhead(gre(false, true, false, false, false), Family::V4),
+            28
+        );
+        assert_eq!(
+            overhead(gre(false, true, true, true, false), Family::V4),
+            36
+        );
+        assert_eq!(
+            overhead(gre(true, false, false, false, false), Family::V4),
+            38
+        );
+        assert_eq!(
+            overhead(gre(false, false, false, false, true), Family::V6),
+            52
+        );
         let ipip = |encap_limit| TunnelType::IpInIp { encap_limit };
         assert_eq!(overhead(ipip(false), Family::V4), 20);
         // ip6tnl on a 1500 underlay: MTU 1452 (encaplimit 4), 1460 with encaplimit none.

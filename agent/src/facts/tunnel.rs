@@ -187,7 +187,11 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 kind: Some(t.tunnel_type()),
                 encap: Some(t.encap()),
                 label: t.kind.clone(),
-                endpoints: t.remote.map(|r| SocketAddr::new(r, 0)).into_iter().collect(),
+                endpoints: t
+                    .remote
+                    .map(|r| SocketAddr::new(r, 0))
+                    .into_iter()
+                    .collect(),
                 local: t.local,
                 options: t.options(),
                 ..ConfiguredTunnel::default()

@@ -167,7 +167,12 @@ mod tests {
         assert_eq!(p.endpoint, Some("[fd00::2]:51820".parse().expect("addr")));
         assert_eq!(p.allowed_ips, vec!["10.250.0.2/32", "fd00::/64"]);
         assert_eq!(
-            (p.last_handshake_unix, p.rx_bytes, p.tx_bytes, p.persistent_keepalive),
+            (
+                p.last_handshake_unix,
+                p.rx_bytes,
+                p.tx_bytes,
+                p.persistent_keepalive
+            ),
             (1_700_000_000, 2224, 38333, 25)
         );
         assert_eq!(dev.peers[1].endpoint, None);

@@ -137,18 +137,28 @@ fn ip_protocol_tunnels(dp: &Dataplane<'_>) -> Result<()> {
     const IPV6: u8 = 41;
     let mut e = Expect::new(dp);
     let inner4 = Ipv4::new(pkt::ICMP).build(&pkt::icmp(8, 0, [0, 1, 0, 1], &pkt::data(16)));
-    let inner6 = Ipv6::new().build(pkt::ICMPV6, &pkt::icmp(128, 0, [0, 1, 0, 1], &pkt::data(16)));
+    let inner6 = Ipv6::new().build(
+        pkt::ICMPV6,
+        &pkt::icmp(128, 0, [0, 1, 0, 1], &pkt::data(16)),
+    );
     let gre = |head: &[u8], inner: &[u8]| [head, inner].concat();
     let v4_cases: Vec<(u8, Vec<u8>, Encap)> = vec![
         (GRE, gre(&[0, 0, 0x08, 0], &inner4), Encap::Gre),
         // key, checksum and sequence number present; GRETAP's Ethernet inside
         (
             GRE,
-            gre(&[0xb0, 0, 0x65, 0x58, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1], &inner4),
+            gre(
+                &[0xb0, 0, 0x65, 0x58, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1],
+                &inner4,
+            ),
             Encap::Gre,
         ),
-        (GRE, gre(&[0x30, 0x81, 0x88, 0x0b], &pkt::data(12)), Encap::None), // PPTP's version 1
-        (GRE, vec![0, 0, 0x08], Encap::None),                               // 3 bytes
+        (
+            GRE,
+            gre(&[0x30, 0x81, 0x88, 0x0b], &pkt::data(12)),
+            Encap::None,
+        ), // PPTP's version 1
+        (GRE, vec![0, 0, 0x08], Encap::None), // 3 bytes
         (IPIP, inner4.clone(), Encap::Ipip),
         (IPIP, inner6.clone(), Encap::None), // protocol 4 with IPv6 inside
         (IPV6, inner6.clone(), Encap::Ip6In), // sit
@@ -158,9 +168,24 @@ fn ip_protocol_tunnels(dp: &Dataplane<'_>) -> Result<()> {
     let v6_cases: Vec<(Ipv6, u8, Vec<u8>, Encap)> = vec![
         (Ipv6::new(), IPV6, inner6.clone(), Encap::Ip6In),
         // ip6tnl's tunnel encapsulation limit: an 8-byte destination options header.
-        (Ipv6::new().exts(&[Ext::Dest(0)]), IPV6, inner6.clone(), Encap::Ip6In),
-        (Ipv6::new().exts(&[Ext::Dest(0)]), IPIP, inner4.clone(), Encap::Ipip),
-        (Ipv6::new(), GRE, gre(&[0, 0, 0x86, 0xdd], &inner6), Encap::Gre),
+        (
+            Ipv6::new().exts(&[Ext::Dest(0)]),
+            IPV6,
+            inner6.clone(),
+            Encap::Ip6In,
+        ),
+        (
+            Ipv6::new().exts(&[Ext::Dest(0)]),
+            IPIP,
+            inner4.clone(),
+            Encap::Ipip,
+        ),
+        (
+            Ipv6::new(),
+            GRE,
+            gre(&[0, 0, 0x86, 0xdd], &inner6),
+            Encap::Gre,
+        ),
     ];
     // GRE in a later fragment: no header to look at.
     let mut later = Ipv4::new(GRE);

@@ -20,7 +20,9 @@ fn layer2_bond(run: &Run, case: &str, mode: &str, policy: &str, pinned: bool) ->
         "evidence does not name the bond, {mode} and {policy}: {ev}"
     );
     ensure!(
-        f["fix"].as_str().is_some_and(|x| x.contains("xmit_hash_policy layer3+4")),
+        f["fix"]
+            .as_str()
+            .is_some_and(|x| x.contains("xmit_hash_policy layer3+4")),
         "fix: {}",
         f["fix"]
     );
@@ -33,7 +35,9 @@ fn layer2_bond(run: &Run, case: &str, mode: &str, policy: &str, pinned: bool) ->
             .collect();
         let total: u64 = sent.iter().sum();
         ensure!(
-            sent.len() == 2 && total > 1_000_000 && sent.iter().max().copied().unwrap_or(0) * 100 >= total * 95,
+            sent.len() == 2
+                && total > 1_000_000
+                && sent.iter().max().copied().unwrap_or(0) * 100 >= total * 95,
             "layer2 hashing did not pin the tunnel to one member: bytes sent per member {sent:?}"
         );
     }
@@ -62,12 +66,48 @@ struct Overlay {
 }
 
 const OVERLAYS: [Overlay; 6] = [
-    Overlay { name: "geneve", overhead: 50, fits: 1450, options: &["ttl 64", "df set", "udpcsum"], family: "ipv4" },
-    Overlay { name: "ipip", overhead: 20, fits: 1480, options: &[], family: "ipv4" },
-    Overlay { name: "gre", overhead: 36, fits: 1464, options: &["key", "csum", "seq"], family: "ipv4" },
-    Overlay { name: "gretap", overhead: 38, fits: 1462, options: &[], family: "ipv4" },
-    Overlay { name: "sit", overhead: 20, fits: 1480, options: &[], family: "ipv4" },
-    Overlay { name: "ip6tnl", overhead: 48, fits: 1452, options: &["encaplimit 4", "mode ip6ip6"], family: "ipv6" },
+    Overlay {
+        name: "geneve",
+        overhead: 50,
+        fits: 1450,
+        options: &["ttl 64", "df set", "udpcsum"],
+        family: "ipv4",
+    },
+    Overlay {
+        name: "ipip",
+        overhead: 20,
+        fits: 1480,
+        options: &[],
+        family: "ipv4",
+    },
+    Overlay {
+        name: "gre",
+        overhead: 36,
+        fits: 1464,
+        options: &["key", "csum", "seq"],
+        family: "ipv4",
+    },
+    Overlay {
+        name: "gretap",
+        overhead: 38,
+        fits: 1462,
+        options: &[],
+        family: "ipv4",
+    },
+    Overlay {
+        name: "sit",
+        overhead: 20,
+        fits: 1480,
+        options: &[],
+        family: "ipv4",
+    },
+    Overlay {
+        name: "ip6tnl",
+        overhead: 48,
+        fits: 1452,
+        options: &["encaplimit 4", "mode ip6ip6"],
+        family: "ipv6",
+    },
 ];
 
 /// MTU 1500: critical, with the right facts; at the MTU that fits: healthy, and the overhead
@@ -85,14 +125,23 @@ fn overlay(run: &Run, o: &Overlay) -> Result<()> {
     bad.expect_finding("mtu.tunnel_exceeds_underlay", "critical")?;
     bad.check_exit_code()?;
     let t = bad.at("/facts/tunnel")?;
-    let options: Vec<&str> = t["options"].as_array().map_or(&[][..], Vec::as_slice).iter().filter_map(Value::as_str).collect();
+    let options: Vec<&str> = t["options"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     ensure!(
         t["kind"] == o.name
             && t["overhead_expected"] == o.overhead
             && t["max_mtu"] == o.fits
             && t["family"] == o.family
-            && t["underlay_iface"].as_str().is_some_and(|u| u.starts_with("ndva"))
-            && t["local"].as_str().is_some_and(|l| o.name == "geneve" || !l.is_empty())
+            && t["underlay_iface"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("ndva"))
+            && t["local"]
+                .as_str()
+                .is_some_and(|l| o.name == "geneve" || !l.is_empty())
             && t["endpoints"].as_array().is_some_and(|e| e.len() == 1)
             && o.options.iter().all(|want| options.contains(want)),
         "tunnel facts: {t}"
@@ -112,10 +161,18 @@ fn overlay(run: &Run, o: &Overlay) -> Result<()> {
 /// Every case of the suite; returns (bonds, overlays) proved.
 pub fn check(run: &Run, failures: &mut Failures) -> (bool, bool) {
     let before = failures.0.len();
-    failures.check("bond_xor_l2", run, || layer2_bond(run, "bond_xor_l2", "balance-xor", "layer2", true));
-    failures.check("bond_xor_l34", run, || layer34_twin(run, "bond_xor_l34", "balance-xor"));
-    failures.check("bond_lacp_l23", run, || layer2_bond(run, "bond_lacp_l23", "802.3ad", "layer2+3", false));
-    failures.check("bond_lacp_l34", run, || layer34_twin(run, "bond_lacp_l34", "802.3ad"));
+    failures.check("bond_xor_l2", run, || {
+        layer2_bond(run, "bond_xor_l2", "balance-xor", "layer2", true)
+    });
+    failures.check("bond_xor_l34", run, || {
+        layer34_twin(run, "bond_xor_l34", "balance-xor")
+    });
+    failures.check("bond_lacp_l23", run, || {
+        layer2_bond(run, "bond_lacp_l23", "802.3ad", "layer2+3", false)
+    });
+    failures.check("bond_lacp_l34", run, || {
+        layer34_twin(run, "bond_lacp_l34", "802.3ad")
+    });
     let bonds = failures.0.len() == before;
     let before = failures.0.len();
     for o in &OVERLAYS {

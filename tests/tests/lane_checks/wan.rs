@@ -22,8 +22,8 @@ fn iperf3_bps(run: &Run, name: &str) -> Result<f64> {
 /// Whether tcp.high_retransmits' condition holds on the facts (its TOML, read here).
 fn retrans_says(d: &Diagnosis) -> Result<bool> {
     let t = d.at("/facts/traffic")?;
-    let by_traffic = t["tcp_segments"].as_i64() >= Some(1000)
-        && t["tcp_retrans_ratio"].as_f64() > Some(0.02);
+    let by_traffic =
+        t["tcp_segments"].as_i64() >= Some(1000) && t["tcp_retrans_ratio"].as_f64() > Some(0.02);
     let by_flow = d.flows().iter().any(|f| {
         f["data_segs_sent"].as_i64() >= Some(1000) && f["retrans_ratio"].as_f64() > Some(0.02)
     });
@@ -38,14 +38,23 @@ fn cubic(run: &Run, point: &str, rtt_ms: f64) -> Result<(f64, f64, f64)> {
     let f = d.expect_finding(CUBIC, "warning")?;
     let ev = &f["evidence"];
     let num = |k: &str| ev[k].as_f64().unwrap_or(-1.0);
-    let (estimate, moved, srtt) = (num("loss_based_limit_bps"), num("throughput_bps"), num("srtt_ms"));
+    let (estimate, moved, srtt) = (
+        num("loss_based_limit_bps"),
+        num("throughput_bps"),
+        num("srtt_ms"),
+    );
     ensure!(
-        estimate > 0.0 && moved > 0.0 && srtt >= rtt_ms * 0.9 && num("host_throughput_bps") >= moved,
+        estimate > 0.0
+            && moved > 0.0
+            && srtt >= rtt_ms * 0.9
+            && num("host_throughput_bps") >= moved,
         "the finding's evidence lacks the estimate, the rate or the round trip: {ev}"
     );
     let summary = f["summary"].as_str().unwrap_or_default();
     ensure!(
-        summary.contains("can sustain about") && summary.contains("Mbit/s") && summary.contains("ms RTT"),
+        summary.contains("can sustain about")
+            && summary.contains("Mbit/s")
+            && summary.contains("ms RTT"),
         "summary: {summary}"
     );
     Ok((estimate, moved, iperf3_bps(run, &format!("{case}.iperf3"))?))
@@ -77,7 +86,9 @@ fn wan_cases(run: &Run, failures: &mut Failures) {
         d.expect_finding("mtu.tunnel_exceeds_underlay", "critical")?;
         d.check_exit_code()
     });
-    failures.check("wan_wg1440", run, || diagnosis(run, "wan_wg1440")?.expect_healthy());
+    failures.check("wan_wg1440", run, || {
+        diagnosis(run, "wan_wg1440")?.expect_healthy()
+    });
     failures.check("wan_blackhole", run, || {
         let d = diagnosis(run, "wan_blackhole")?;
         d.expect_finding("pmtu.blackhole", "critical")?;

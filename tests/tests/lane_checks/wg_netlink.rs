@@ -28,7 +28,9 @@ fn from_dump(text: &str) -> Result<Value> {
             "persistent_keepalive": num(c[7]),
         }));
     }
-    Ok(json!({ "listen_port": dev.get(2).map_or(0, |p| p.parse::<u64>().unwrap_or(0)), "peers": peers }))
+    Ok(
+        json!({ "listen_port": dev.get(2).map_or(0, |p| p.parse::<u64>().unwrap_or(0)), "peers": peers }),
+    )
 }
 
 /// netdoctor's JSON in the dump's shape (allowed IPs as a set).
@@ -62,7 +64,11 @@ fn from_netdoctor(v: &Value) -> Value {
 pub fn check(run: &Run) -> Result<()> {
     for fam in ["4", "6"] {
         let case = format!("wgshow{fam}");
-        ensure!(run.rc(&case) == 0, "{case}: netdoctor wireguard exited {}", run.rc(&case));
+        ensure!(
+            run.rc(&case) == 0,
+            "{case}: netdoctor wireguard exited {}",
+            run.rc(&case)
+        );
         let before = from_dump(&run.text(&format!("{case}.before")))?;
         let after = from_dump(&run.text(&format!("{case}.after")))?;
         ensure!(

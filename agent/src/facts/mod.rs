@@ -12,6 +12,7 @@ pub mod iface;
 pub mod ip_tunnel;
 pub mod link;
 pub mod overhead;
+mod peers;
 pub mod probe;
 pub mod process;
 pub mod route;

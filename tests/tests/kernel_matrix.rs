@@ -391,6 +391,12 @@ fn kernel_lane() -> Result<()> {
     let work = tempfile::Builder::new()
         .prefix("nd-lane-")
         .tempdir_in("/tmp")?;
+    // ND_LANE_KEEP=1 keeps every case file for a look afterwards.
+    let mut work = work;
+    if std::env::var_os("ND_LANE_KEEP").is_some() {
+        work.disable_cleanup(true);
+        println!("keeping the case files in {}", work.path().display());
+    }
     let mut runs = Vec::new();
     let host_dir = work.path().join("host");
     runs.push(kernel_lane::run_host(&netdoctor, &host_dir));

@@ -15,8 +15,9 @@ diag() {
     echo $? >"$OUT/$c.rc"
 }
 
-# tx bytes of interface $2 in namespace $1.
-tx_bytes() { nsenter --net=/run/netns/$1 cat /sys/class/net/$2/statistics/tx_bytes 2>/dev/null || echo 0; }
+# tx bytes of interface $2 in namespace $1 (`ip netns exec` mounts that namespace's /sys;
+# nsenter would show the initial one's).
+tx_bytes() { ip netns exec $1 cat /sys/class/net/$2/statistics/tx_bytes 2>/dev/null || echo 0; }
 
 # --- Bonds: kernel WireGuard over a two-member bond (veth members), iperf3 through the tunnel.
 # bond CASE MODE POLICY
@@ -138,10 +139,10 @@ overlay() {
         $side ip link set $ta mtu $fits
     done
     in_a ping -c 1 -W 5 $peer >/dev/null
-    # Full-size pings (DF) both ways across the window: the overhead is measured from them.
-    (sleep 1.5; in_a ping -c 10 -i 0.2 -W 2 -M do -s $((fits - hdr)) $peer >/dev/null) &
-    diag tunnel_${name}_fits $A $ta --duration 3s --no-probe
-    wait
+    # Full-size pings (DF) both ways inside the window: the overhead is measured from them.
+    start_case tunnel_${name}_fits $A diagnose $ta --json --duration 3s --no-probe
+    in_a ping -c 10 -i 0.2 -W 2 -M do -s $((fits - hdr)) $peer >/dev/null
+    finish_case tunnel_${name}_fits
     in_a ip link del $ta
     in_b ip link del $ta 2>/dev/null
 }

@@ -1,18 +1,16 @@
 //! Turning configuration, the observation window and probe results into [`Facts`].
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::handshake::{handshake_since, now_unix};
+use super::handshake::now_unix;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{
-    DropFacts, Facts, FlowFacts, Host, IfaceFacts, PeerFacts, TrafficFacts, TunnelFacts,
-};
+use crate::facts::{DropFacts, Facts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
@@ -22,7 +20,7 @@ use crate::kernel::views::{Direction, Encap};
 /// have their own [`crate::kernel::sockets::rates::Baseline`]).
 #[derive(Debug)]
 pub struct Snapshot {
-    wireguard: Option<Device>,
+    pub(super) wireguard: Option<Device>,
     drops: Vec<DropCount>,
 }
 
@@ -48,10 +46,10 @@ impl Snapshot {
 }
 
 /// The tunnel with its WireGuard state read again.
-pub fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
+pub async fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
     let mut t = tun.clone();
     if t.wireguard.is_some() {
-        if let Ok(Some(dev)) = crate::facts::wireguard::query_uapi_or_cli(&tun_name(tun)) {
+        if let Ok(Some(dev)) = crate::facts::wireguard::query(&tun_name(tun)).await {
             t.wireguard = Some(dev);
         }
     }
@@ -81,7 +79,16 @@ pub struct Observation<'a> {
     pub elapsed: Duration,
 }
 
-fn to_i64(v: u64) -> i64 {
+/// "address:port", or the address alone for a tunnel without UDP (port 0).
+pub(super) fn endpoint_name(ep: &SocketAddr) -> String {
+    if ep.port() == 0 {
+        ep.ip().to_string()
+    } else {
+        ep.to_string()
+    }
+}
+
+pub(super) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -196,11 +203,16 @@ impl Observation<'_> {
         };
         let tunnel = TunnelFacts {
             present: self.tun.kind.is_some(),
-            kind: self
-                .tun
-                .encap
-                .map(|e| format!("{e:?}").to_lowercase())
-                .unwrap_or_default(),
+            kind: if self.tun.label.is_empty() {
+                self.tun
+                    .encap
+                    .map(|e| format!("{e:?}").to_lowercase())
+                    .unwrap_or_default()
+            } else {
+                self.tun.label.clone()
+            },
+            local: self.tun.local.map(|l| l.to_string()).unwrap_or_default(),
+            options: self.tun.options.clone(),
             family: family.into(),
             overhead_expected: overhead.unwrap_or(-1),
             overhead_measured: measured,
@@ -218,7 +230,7 @@ impl Observation<'_> {
                 _ => -1,
             },
             port: i64::from(self.tun.port),
-            endpoints: endpoints.iter().map(ToString::to_string).collect(),
+            endpoints: endpoints.iter().map(endpoint_name).collect(),
             daemon: self
                 .tun
                 .daemon
@@ -280,26 +292,10 @@ impl Observation<'_> {
             },
         };
 
-        let flows = match self.sockets {
-            Some(rows) => rows
-                .iter()
-                .filter(|r| r.socket.ifindex == self.me.index)
-                .map(|r| FlowFacts {
-                    name: format!("{} -> {}", r.socket.local, r.socket.remote),
-                    cc: r.socket.cc.clone(),
-                    data_segs_sent: to_i64(r.data_segs_sent),
-                    retransmits: to_i64(r.retransmits),
-                    retrans_ratio: r.retrans_ratio,
-                    full_size_retransmits: to_i64(r.full_size_retransmits),
-                    small_retransmits: to_i64(r.small_retransmits),
-                    pmtu: i64::from(r.socket.pmtu),
-                    mss: i64::from(r.socket.mss),
-                    srtt_ms: f64::from(r.socket.srtt_us) / 1000.0,
-                    throughput_bps: r.throughput_bps,
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let flows = self
+            .sockets
+            .map(|rows| super::flows::flow_facts(rows, self.me.index))
+            .unwrap_or_default();
 
         let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
         for d in drops::delta(&self.start.drops, &self.end.drops)
@@ -352,75 +348,5 @@ impl Observation<'_> {
                 ..Default::default()
             },
         })
-    }
-
-    fn peers(&self, endpoints: &[SocketAddr], outer: &[&Flow]) -> Vec<PeerFacts> {
-        let wg_count = |ip: IpAddr,
-                        dir: Direction,
-                        pick: fn(&crate::kernel::packet::flows::WireguardMessages) -> u32|
-         -> i64 {
-            outer
-                .iter()
-                .filter(|f| {
-                    f.direction == dir
-                        && (if dir == Direction::Egress {
-                            f.dst
-                        } else {
-                            f.src
-                        }) == ip
-                })
-                .map(|f| i64::from(pick(&f.wireguard)))
-                .sum()
-        };
-        let window_start = self.window_start_unix();
-        if let (Some(before), Some(after)) = (&self.start.wireguard, &self.end.wireguard) {
-            return after
-                .peers
-                .iter()
-                .map(|p| {
-                    let prev = before.peers.iter().find(|b| b.public_key == p.public_key);
-                    let ip = p.endpoint.map(|e| e.ip());
-                    PeerFacts {
-                        name: p.public_key.clone(),
-                        endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
-                        family: ip.map(|i| family_name(i).to_owned()).unwrap_or_default(),
-                        allowed_ips: p.allowed_ips.clone(),
-                        handshake_age_s: if p.last_handshake_unix == 0 {
-                            -1
-                        } else {
-                            (now_unix() - p.last_handshake_unix as i64).max(0)
-                        },
-                        keepalive_s: i64::from(p.persistent_keepalive),
-                        tx_bytes_delta: to_i64(
-                            p.tx_bytes.saturating_sub(prev.map_or(0, |b| b.tx_bytes)),
-                        ),
-                        rx_bytes_delta: to_i64(
-                            p.rx_bytes.saturating_sub(prev.map_or(0, |b| b.rx_bytes)),
-                        ),
-                        initiations_sent: ip
-                            .map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
-                        responses_received: ip
-                            .map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
-                        handshake_in_window: ip.is_some_and(|ip| {
-                            wg_count(ip, Direction::Ingress, |w| w.response) > 0
-                                || wg_count(ip, Direction::Egress, |w| w.response) > 0
-                        }) || handshake_since(p, window_start),
-                        path_mtu: -1,
-                        blackhole: false,
-                    }
-                })
-                .collect();
-        }
-        endpoints
-            .iter()
-            .map(|ep| PeerFacts {
-                name: ep.to_string(),
-                endpoint: ep.to_string(),
-                family: family_name(ep.ip()).into(),
-                handshake_age_s: -1,
-                path_mtu: -1,
-                ..PeerFacts::default()
-            })
-            .collect()
     }
 }

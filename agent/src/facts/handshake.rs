@@ -47,7 +47,7 @@ pub async fn settle(tun: &ConfiguredTunnel, peers: &mut [PeerFacts], window_star
     let deadline = Instant::now() + GRACE;
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let Ok(Some(dev)) = wireguard::query_uapi_or_cli(&name) else {
+        let Ok(Some(dev)) = wireguard::query(&name).await else {
             return;
         };
         let now = now_unix();

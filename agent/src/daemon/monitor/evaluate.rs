@@ -116,7 +116,7 @@ impl Monitor<'_> {
         now: i64,
     ) -> anyhow::Result<(Facts, Vec<u32>)> {
         let details = link::details(me.index).await?;
-        let tun = tunnel::identify(me, &details);
+        let tun = tunnel::identify(me, &details).await;
         for note in &tun.notes {
             tracing::debug!(iface = %me.name, "{note}");
         }

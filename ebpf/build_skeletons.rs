@@ -8,14 +8,9 @@ fn build_skeletons(dir: &std::path::Path, ebpf: &std::path::Path) {
     use std::ffi::OsStr;
 
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
-        Ok("x86_64") => "x86",
-        Ok("aarch64") => "arm64",
-        Ok(other) => panic!("no vendored vmlinux.h for target architecture {other}; see ebpf/vmlinux/README.md"),
-        Err(e) => panic!("CARGO_CFG_TARGET_ARCH: {e}"),
-    };
+    let target = std::env::var("CARGO_CFG_TARGET_ARCH").expect("cargo sets CARGO_CFG_TARGET_ARCH");
     let include = ebpf.join("include");
-    let vmlinux = ebpf.join("vmlinux").join(arch);
+    let vmlinux = vmlinux_dir(ebpf, &target);
 
     let mut sources: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
@@ -43,4 +38,33 @@ fn build_skeletons(dir: &std::path::Path, ebpf: &std::path::Path) {
     }
     println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-changed={}", include.display());
+    println!("cargo:rerun-if-changed={}", vmlinux.display());
+}
+
+/// The folder holding the vendored `vmlinux.h` of Rust target architecture `target`, named
+/// as the kernel (and libbpf-cargo's `__TARGET_ARCH_`) names the architecture. Fails the
+/// build with how to generate the file when it is not vendored, rather than leaving clang
+/// to report a missing include deep inside the first program.
+fn vmlinux_dir(ebpf: &std::path::Path, target: &str) -> std::path::PathBuf {
+    let arch = match target {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        "riscv64" => "riscv",
+        "powerpc64" => "powerpc",
+        "s390x" => "s390",
+        "loongarch64" => "loongarch",
+        other => other,
+    };
+    let dir = ebpf.join("vmlinux").join(arch);
+    if !dir.join("vmlinux.h").is_file() {
+        panic!(
+            "no vendored vmlinux.h for target architecture {target}: {} does not exist.\n\
+             Generate it on a machine of that architecture whose kernel has BTF:\n\
+             \n    mkdir -p ebpf/vmlinux/{arch}\n    \
+             bpftool btf dump file /sys/kernel/btf/vmlinux format c > ebpf/vmlinux/{arch}/vmlinux.h\n\n\
+             then build again; ebpf/vmlinux/README.md says more.",
+            dir.join("vmlinux.h").display()
+        );
+    }
+    dir
 }

@@ -28,6 +28,9 @@
 #define IP_DF 0x4000
 #define IP_OFFSET 0x1FFF
 
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+
 /* 802.1ad outer + 802.1Q inner is the deepest stack seen in practice (QinQ). */
 #define ND_MAX_VLAN 2
 /* Extension headers walked before giving up; real traffic rarely has more than two. */

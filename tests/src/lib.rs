@@ -50,6 +50,7 @@ pub mod stats;
 pub mod topology;
 pub mod traffic;
 pub mod veth;
+pub mod wait;
 pub mod wireguard;
 
 pub use cmd::BgProcess;

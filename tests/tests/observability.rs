@@ -13,12 +13,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::grafana::{Dashboard, Substitutions};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
+use netdoctor_lab::wait::eventually;
 use netdoctor_lab::{ci, wg_over_pair, BgProcess, Iperf3Server, Netns, PairTopology, WgTunnel};
 
 const WG_MTU: u32 = 1480;
@@ -46,18 +47,6 @@ fn enter(ns: &Netns) -> Result<()> {
     let file = std::fs::File::open(ns.path())?;
     nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
     Ok(())
-}
-
-/// Polls `check` until it returns Ok or `timeout` passes; the last error explains.
-fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Result<T>) -> Result<T> {
-    let started = Instant::now();
-    loop {
-        match check() {
-            Ok(v) => return Ok(v),
-            Err(e) if started.elapsed() >= timeout => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
-        }
-    }
 }
 
 struct Lab {

@@ -95,7 +95,7 @@ pub async fn diagnose(
         .cloned()
         .ok_or_else(|| crate::facts::Error::UnknownInterface(name.to_owned()))?;
     let details = link::details(me.index).await?;
-    let tun = tunnel::identify(&me, &details);
+    let tun = tunnel::identify(&me, &details).await;
     let mut notes = tun.notes.clone();
     let underlay = underlay::underlay(&tun, &details, &all).await;
     let routes = route_table::dump().await.unwrap_or_else(|e| {
@@ -202,7 +202,7 @@ pub async fn diagnose(
         _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = build::Snapshot::take(&build::refresh(&tun), drops.as_ref())?
+    let end = build::Snapshot::take(&build::refresh(&tun).await, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),

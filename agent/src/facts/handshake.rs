@@ -52,7 +52,7 @@ pub async fn settle(
     let deadline = deadline.min(Instant::now() + GRACE);
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let Ok(Some(dev)) = wireguard::query_uapi_or_cli(&name) else {
+        let Ok(Some(dev)) = wireguard::query(&name).await else {
             return;
         };
         let now = now_unix();

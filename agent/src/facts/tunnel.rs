@@ -17,6 +17,14 @@ use crate::kernel::views::Encap;
 pub struct ConfiguredTunnel {
     /// Known kind, None if the interface is not a tunnel netdoctor understands.
     pub kind: Option<TunnelType>,
+    /// The device's kind when it says more than the encapsulation (gretap, sit, ip6tnl,
+    /// ...); "" otherwise.
+    pub label: String,
+    /// Local address of the outer packets, if configured.
+    pub local: Option<IpAddr>,
+    /// Encapsulation settings as `ip -d link` names them (GRE key/csum/seq, GENEVE ttl,
+    /// df, udpcsum, ..., ip6tnl's encaplimit).
+    pub options: Vec<String>,
     /// Encapsulation as the data plane names it on the underlay.
     pub encap: Option<Encap>,
     /// Remote endpoints known from configuration.
@@ -127,11 +135,11 @@ impl ConfiguredTunnel {
 }
 
 /// Identifies the tunnel behind `iface`.
-pub fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
+pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
     match iface.kind {
         IfaceKind::Wireguard => {
             let mut notes = Vec::new();
-            let dev = wireguard::query_uapi_or_cli(&iface.name).unwrap_or_else(|e| {
+            let dev = wireguard::query(&iface.name).await.unwrap_or_else(|e| {
                 notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
                 None
             });
@@ -145,8 +153,8 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
                 endpoints,
                 port: dev.as_ref().map_or(0, |d| d.listen_port),
                 wireguard: dev,
-                daemon: None,
                 notes,
+                ..ConfiguredTunnel::default()
             }
         }
         IfaceKind::Vxlan | IfaceKind::Geneve => {
@@ -168,11 +176,28 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
                     .into_iter()
                     .collect(),
                 port: overlay.port,
-                wireguard: None,
-                daemon: None,
-                notes: Vec::new(),
+                local: overlay.local,
+                options: overlay.options,
+                ..ConfiguredTunnel::default()
             }
         }
+        IfaceKind::IpTunnel(_) => match &details.ip_tunnel {
+            // No UDP port: the endpoint's port is 0.
+            Some(t) => ConfiguredTunnel {
+                kind: Some(t.tunnel_type()),
+                encap: Some(t.encap()),
+                label: t.kind.clone(),
+                endpoints: t
+                    .remote
+                    .map(|r| SocketAddr::new(r, 0))
+                    .into_iter()
+                    .collect(),
+                local: t.local,
+                options: t.options(),
+                ..ConfiguredTunnel::default()
+            },
+            None => ConfiguredTunnel::default(),
+        },
         IfaceKind::Tun | IfaceKind::Tap => {
             let owner = process::tun_owner(&iface.name);
             let mut notes = Vec::new();
@@ -187,9 +212,9 @@ pub fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
                     .as_ref()
                     .and_then(|o| o.udp_ports.first().copied())
                     .unwrap_or(0),
-                wireguard: None,
                 daemon: owner,
                 notes,
+                ..ConfiguredTunnel::default()
             }
         }
         _ => ConfiguredTunnel::default(),

@@ -9,15 +9,15 @@
 //!
 //! Nothing here knows about facts or rules: this layer counts, the next one interprets.
 
-pub mod attach;
-pub mod bpf;
-pub mod btf;
-pub mod drops;
+pub(crate) mod attach;
+pub(crate) mod bpf;
+pub(crate) mod btf;
+pub(crate) mod drops;
 mod error;
-pub mod features;
+pub(crate) mod features;
 pub mod packet;
 pub mod sockets;
-pub mod sysctl;
+pub(crate) mod sysctl;
 pub mod views;
 
 pub use error::{Error, Result};

@@ -72,7 +72,7 @@ fn flow_hash(dir: Direction, proto: u8, sport: u16, dport: u16) -> u64 {
     h
 }
 
-/// Mirrors ND_FLOW_CACHE_SLOTS and ND_SEQ_SLOTS in netdoctor.h.
+/// Mirrors ND_FLOW_CACHE_SLOTS and ND_SEQ_SLOTS in ebpf/include/packet.h.
 const CACHE_SLOTS: u64 = 1024;
 const SEQ_SLOTS: u64 = 4096;
 

@@ -157,7 +157,7 @@ impl Monitor<'_> {
             links_now,
         } = *w;
         let details = link::details(me.index).await?;
-        let tun = tunnel::identify(me, &details);
+        let tun = tunnel::identify(me, &details).await;
         for note in &tun.notes {
             tracing::debug!(iface = %me.name, "{note}");
         }

@@ -16,7 +16,7 @@ use super::{ecmp, nat};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{DropFacts, Facts, FlowFacts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
+use crate::facts::{DropFacts, Facts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
@@ -26,7 +26,7 @@ use crate::kernel::views::{Direction, Encap};
 /// have their own [`crate::kernel::sockets::rates::Baseline`]).
 #[derive(Debug)]
 pub struct Snapshot {
-    wireguard: Option<Device>,
+    pub(super) wireguard: Option<Device>,
     drops: Vec<DropCount>,
     links: Vec<LinkCounter>,
 }
@@ -64,10 +64,10 @@ impl Snapshot {
 }
 
 /// The tunnel with its WireGuard state read again.
-pub fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
+pub async fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
     let mut t = tun.clone();
     if t.wireguard.is_some() {
-        if let Ok(Some(dev)) = crate::facts::wireguard::query_uapi_or_cli(&tun_name(tun)) {
+        if let Ok(Some(dev)) = crate::facts::wireguard::query(&tun_name(tun)).await {
             t.wireguard = Some(dev);
         }
     }
@@ -101,7 +101,16 @@ pub struct Observation<'a> {
     pub routes: &'a [TableRoute],
 }
 
-fn to_i64(v: u64) -> i64 {
+/// "address:port", or the address alone for a tunnel without UDP (port 0).
+pub(super) fn endpoint_name(ep: &SocketAddr) -> String {
+    if ep.port() == 0 {
+        ep.ip().to_string()
+    } else {
+        ep.to_string()
+    }
+}
+
+pub(super) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -237,11 +246,16 @@ impl Observation<'_> {
             .unwrap_or_default();
         let tunnel = TunnelFacts {
             present: self.tun.kind.is_some(),
-            kind: self
-                .tun
-                .encap
-                .map(|e| format!("{e:?}").to_lowercase())
-                .unwrap_or_default(),
+            kind: if self.tun.label.is_empty() {
+                self.tun
+                    .encap
+                    .map(|e| format!("{e:?}").to_lowercase())
+                    .unwrap_or_default()
+            } else {
+                self.tun.label.clone()
+            },
+            local: self.tun.local.map(|l| l.to_string()).unwrap_or_default(),
+            options: self.tun.options.clone(),
             family: family.into(),
             overhead_expected: overhead.unwrap_or(-1),
             overhead_measured: measured,
@@ -259,7 +273,7 @@ impl Observation<'_> {
                 _ => -1,
             },
             port: i64::from(self.tun.port),
-            endpoints: endpoints.iter().map(ToString::to_string).collect(),
+            endpoints: endpoints.iter().map(endpoint_name).collect(),
             daemon: self
                 .tun
                 .daemon
@@ -344,26 +358,10 @@ impl Observation<'_> {
             },
         };
 
-        let flows = match self.sockets {
-            Some(rows) => rows
-                .iter()
-                .filter(|r| r.socket.ifindex == self.me.index)
-                .map(|r| FlowFacts {
-                    name: format!("{} -> {}", r.socket.local, r.socket.remote),
-                    cc: r.socket.cc.clone(),
-                    data_segs_sent: to_i64(r.data_segs_sent),
-                    retransmits: to_i64(r.retransmits),
-                    retrans_ratio: r.retrans_ratio,
-                    full_size_retransmits: to_i64(r.full_size_retransmits),
-                    small_retransmits: to_i64(r.small_retransmits),
-                    pmtu: i64::from(r.socket.pmtu),
-                    mss: i64::from(r.socket.mss),
-                    srtt_ms: f64::from(r.socket.srtt_us) / 1000.0,
-                    throughput_bps: r.throughput_bps,
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let flows = self
+            .sockets
+            .map(|rows| super::flows::flow_facts(rows, self.me.index))
+            .unwrap_or_default();
 
         let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
         for d in drops::delta(&self.start.drops, &self.end.drops)

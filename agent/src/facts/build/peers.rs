@@ -1,9 +1,10 @@
-//! The peers of a tunnel in the facts: WireGuard peers with their counters and the
-//! handshake messages the data plane saw on the underlay, or the configured endpoints.
+//! The tunnel's peers as facts ([`PeerFacts`]): WireGuard peers from the device's state at
+//! the start and end of the window and the handshake messages the data plane saw on the
+//! underlay, or the configured endpoints of other tunnels.
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::{to_i64, Observation};
+use super::{endpoint_name, to_i64, Observation};
 use crate::facts::handshake::{handshake_since, now_unix};
 use crate::facts::tunnel::family_name;
 use crate::facts::PeerFacts;
@@ -11,7 +12,7 @@ use crate::kernel::packet::flows::Flow;
 use crate::kernel::views::Direction;
 
 impl Observation<'_> {
-    /// One entry per WireGuard peer (or per endpoint of other tunnels).
+    /// The peers, given the window's endpoints and the tunnel's flows on the underlay.
     pub(super) fn peers(&self, endpoints: &[SocketAddr], outer: &[&Flow]) -> Vec<PeerFacts> {
         let wg_count = |ip: IpAddr,
                         dir: Direction,
@@ -72,8 +73,8 @@ impl Observation<'_> {
         endpoints
             .iter()
             .map(|ep| PeerFacts {
-                name: ep.to_string(),
-                endpoint: ep.to_string(),
+                name: endpoint_name(ep),
+                endpoint: endpoint_name(ep),
                 family: family_name(ep.ip()).into(),
                 handshake_age_s: -1,
                 path_mtu: -1,

@@ -16,11 +16,11 @@ use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
-/// Mirrors `ND_MAX_IFACES` in netdoctor.h.
+/// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
 pub const MAX_IFACES: usize = 256;
-/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in netdoctor.h.
-const SLOT_ARRAY_IFINDEX: u32 = 65536;
-/// Mirrors `ND_MAX_USER_PORTS` in netdoctor.h.
+/// Mirrors `ND_SLOT_ARRAY_IFINDEX` in ebpf/include/packet.h (checked by the `limits` test).
+pub(super) const SLOT_ARRAY_IFINDEX: u32 = 65536;
+/// Mirrors `ND_MAX_USER_PORTS` in ebpf/include/packet.h (checked by the `limits` test).
 pub const MAX_TUNNEL_PORTS: usize = 8;
 /// Names of the packet programs, as the kernel reports them (used to find leftovers).
 const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];
@@ -169,8 +169,8 @@ impl<'obj> Dataplane<'obj> {
     /// attaching anything. Packets on interfaces that are not watched are ignored by the
     /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
-        // An empty flow-cache slot has ifindex 0 in its key (packet.bpf.c, nd_flow), and a
-        // free counter slot has owner 0.
+        // An empty flow-cache slot has ifindex 0 in its key (flow_record in
+        // ebpf/include/flow_cache.h), and a free counter slot has owner 0.
         if index == 0 {
             return Err(Error::NoInterfaceIndex);
         }
@@ -224,7 +224,7 @@ impl<'obj> Dataplane<'obj> {
     }
 
     /// Keys of `slot`'s counters in `iface_stats`, with their direction (0: ingress), for
-    /// every CPU (packet.bpf.c, iface_index).
+    /// every CPU (iface_index in ebpf/include/iface_stats.h).
     pub(super) fn counter_keys(&self, slot: u32) -> impl Iterator<Item = ([u8; 4], u32)> {
         (0..self.cpus).flat_map(move |cpu| {
             (0..2).map(move |dir| {

@@ -1,5 +1,5 @@
-//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/packet.bpf.c`) and adding it to the
-//! `flows` table, so that every reader sees each flow's whole total.
+//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/include/flow_cache.h`) and adding
+//! it to the `flows` table, so that every reader sees each flow's whole total.
 //!
 //! A flow's figures are split between its table entry and the cache slots that hold it
 //! (at most one per CPU): a slot counts what the flow carried on that CPU since the CPU
@@ -29,7 +29,8 @@ use libbpf_rs::MapCore;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{decode, encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
 
-/// Mirrors `ND_FLOW_CACHE_SLOTS` in netdoctor.h: slots per CPU.
+/// Mirrors `ND_FLOW_CACHE_SLOTS` in ebpf/include/packet.h: slots per CPU (checked by the
+/// `limits` test).
 pub const SLOTS_PER_CPU: u32 = 1024;
 /// Bytes of one slot (`struct nd_flow_slot`).
 const SLOT_BYTES: usize = 128;

@@ -12,6 +12,8 @@ pub mod counters;
 pub mod dataplane;
 pub mod flow_cache;
 pub mod flows;
+#[cfg(test)]
+mod limits;
 pub mod options;
 pub mod snapshot;
 pub mod too_big;

@@ -1,22 +1,23 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Types shared between the BPF programs and the Rust agent.
+ * Types shared between the packet data plane (packet.bpf.c) and the Rust agent.
  *
  * Every struct here is a map key or value: libbpf-cargo turns them into Rust types in the
  * generated skeleton, so the layouts below are the single definition. Keep them free of
  * implicit padding (explicit `pad` fields) so Rust and C agree byte for byte and keys hash
  * the same whatever the stack held before.
  */
-#ifndef NETDOCTOR_H
-#define NETDOCTOR_H
+#ifndef NETDOCTOR_PACKET_H
+#define NETDOCTOR_PACKET_H
 
-/* Map sizes: fixed, so memory use is known up front (see README "Memory"). */
+/* Map sizes: fixed, so the kernel memory the maps take is known up front. The agent copies
+ * some of them (agent/src/kernel/packet/limits.rs checks the copies against this build). */
 #define ND_MAX_IFACES 256
 /* When an interface does not own slot ifindex % ND_MAX_IFACES, its slot is found through an
  * array for an ifindex below this, through a hash above. */
 #define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
-/* Per-CPU flow cache in front of `flows` (see packet.bpf.c): slots per CPU (a power of 2),
+/* Per-CPU flow cache in front of `flows` (see flow_cache.h): slots per CPU (a power of 2),
  * and entries of the shared TCP sequence table. */
 #define ND_FLOW_CACHE_SLOTS 1024
 #define ND_SEQ_SLOTS 4096
@@ -44,6 +45,9 @@ enum nd_encap {
 	ND_ENCAP_FASTD = 4,
 	ND_ENCAP_TINC = 5,
 	ND_ENCAP_OTHER = 6,
+	ND_ENCAP_GRE = 7,      /* IP protocol 47 */
+	ND_ENCAP_IPIP = 8,     /* IP protocol 4: IPv4 inside */
+	ND_ENCAP_IP6_IN = 9,   /* IP protocol 41: IPv6 inside */
 };
 
 /* WireGuard message types 1..4, stored at index type - 1. */
@@ -187,4 +191,4 @@ struct nd_ptb_stats {
 	__u32 pad;
 };
 
-#endif /* NETDOCTOR_H */
+#endif /* NETDOCTOR_PACKET_H */

@@ -1,0 +1,59 @@
+//! The limits of `ebpf/include/packet.h` that the Rust side copies by hand, checked against
+//! the object this build compiled: a C limit changed without its Rust copy (or the reverse)
+//! fails here rather than in a kernel, where it would count into the wrong slots.
+//!
+//! Map sizes come from the skeleton's maps as libbpf opens the object (before the agent
+//! sizes the per-CPU maps for the CPUs it finds), array lengths from the skeleton's
+//! generated types. Opening only parses the object: no kernel, no privileges.
+
+use std::mem::MaybeUninit;
+
+use libbpf_rs::skel::SkelBuilder;
+
+use super::dataplane::{MAX_IFACES, MAX_TUNNEL_PORTS, SLOT_ARRAY_IFINDEX};
+use super::flow_cache::SLOTS_PER_CPU;
+use crate::kernel::bpf::packet::PacketSkelBuilder;
+
+#[test]
+fn mirrored_limits_match_the_compiled_object() {
+    let mut storage = MaybeUninit::uninit();
+    let open = PacketSkelBuilder::default()
+        .open(&mut storage)
+        .expect("libbpf opens the packet object");
+    let maps = &open.maps;
+
+    // ND_MAX_IFACES: the slot hash for large ifindexes holds one entry per slot, and the
+    // counters one value per slot and direction (per CPU once the agent resizes them).
+    assert_eq!(
+        maps.iface_slot_big.max_entries(),
+        u32::try_from(MAX_IFACES).expect("MAX_IFACES fits a u32"),
+        "MAX_IFACES against ND_MAX_IFACES (iface_slot_big)"
+    );
+    assert_eq!(
+        maps.iface_stats.max_entries(),
+        u32::try_from(MAX_IFACES * 2).expect("MAX_IFACES * 2 fits a u32"),
+        "MAX_IFACES against ND_MAX_IFACES (iface_stats: two directions per slot)"
+    );
+    assert_eq!(
+        maps.iface_slot.max_entries(),
+        SLOT_ARRAY_IFINDEX,
+        "SLOT_ARRAY_IFINDEX against ND_SLOT_ARRAY_IFINDEX (iface_slot)"
+    );
+    assert_eq!(
+        maps.flow_cache.max_entries(),
+        SLOTS_PER_CPU,
+        "flow_cache::SLOTS_PER_CPU against ND_FLOW_CACHE_SLOTS (flow_cache, one CPU's run)"
+    );
+
+    let bss = maps.bss_data.as_deref().expect("packet.bpf.c has a .bss");
+    assert_eq!(
+        bss.user_ports.len(),
+        MAX_TUNNEL_PORTS,
+        "MAX_TUNNEL_PORTS against ND_MAX_USER_PORTS (user_ports)"
+    );
+    assert_eq!(
+        bss.user_port_encap.len(),
+        MAX_TUNNEL_PORTS,
+        "MAX_TUNNEL_PORTS against ND_MAX_USER_PORTS (user_port_encap)"
+    );
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Interface counters: where a packet finds its interface's counters (the interface slots),
+ * and what every packet adds to them.
+ *
+ * Every packet goes through here first (one of an interface the agent does not watch stops
+ * here), so finding the counters is built for the hot path: one array load from the
+ * ifindex and the CPU number when the interface owns slot ifindex % ND_MAX_IFACES (the
+ * agent gives it that slot when it is free), and only otherwise a lookup of its slot in
+ * `iface_slot` (struct nd_iface_dir in packet.h says why).
+ *
+ * size_bucket() reads the program's setting `size_bounds` (packet.bpf.c), which the
+ * including program defines before it includes this header.
+ */
+#ifndef NETDOCTOR_IFACE_STATS_H
+#define NETDOCTOR_IFACE_STATS_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "packet.h"
+#include "meta.h"
+
+/* ifindex -> slot + 1 (0: not watched), for interfaces that do not own slot
+ * ifindex % ND_MAX_IFACES. An array lookup is a few instructions; a hash lookup costs
+ * ~100 ns on this path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ND_SLOT_ARRAY_IFINDEX);
+	__type(key, __u32);
+	__type(value, __u32);
+} iface_slot SEC(".maps");
+
+/* The same for the rare ifindex >= ND_SLOT_ARRAY_IFINDEX (namespaces with heavy churn). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ND_MAX_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} iface_slot_big SEC(".maps");
+
+/* Interface counters (struct nd_iface_dir). A plain array partitioned by CPU rather than a
+ * per-CPU array: a per-CPU lookup loads the value's address from the map before loading
+ * the value, two dependent cache misses under load instead of one, and BPF_F_MMAPABLE
+ * starts the values on a page, so each 256-byte value keeps its hot lines together. The
+ * agent sets max_entries to (possible CPUs) x ND_MAX_IFACES x 2 before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ND_MAX_IFACES * 2);
+	__type(key, __u32);
+	__type(value, struct nd_iface_dir);
+} iface_stats SEC(".maps");
+
+_Static_assert(sizeof(struct nd_iface_dir) == 256, "an interface direction is four cache lines");
+
+/* Slot + 1 of a large ifindex (0: not watched). A function of its own so that the array
+ * lookup in nd_iface_slot keeps a constant map: the verifier inlines an array lookup into a
+ * few instructions only when a call site always sees the same map. One call site for both
+ * maps (which is what clang makes of `cond ? lookup(&a, k) : lookup(&b, k)`) is a real
+ * helper call dispatched through the map's ops, an indirect call (a retpoline here). */
+static __noinline __u32 iface_slot_big_of(__u32 ifindex)
+{
+	__u32 *slot = bpf_map_lookup_elem(&iface_slot_big, &ifindex);
+
+	return slot ? *slot : 0;
+}
+
+/* Slot + 1 of an interface that does not own slot ifindex % ND_MAX_IFACES (0: not
+ * watched). Global, so the rare path's code stays out of the programs' hot path. */
+__noinline __u32 nd_iface_slot(__u32 ifindex)
+{
+	if (ifindex >= ND_SLOT_ARRAY_IFINDEX)
+		return iface_slot_big_of(ifindex);
+	__u32 *slot = bpf_map_lookup_elem(&iface_slot, &ifindex);
+
+	return slot ? *slot : 0;
+}
+
+static __always_inline __u32 iface_index(__u32 slot, __u32 dir)
+{
+	return (bpf_get_smp_processor_id() * ND_MAX_IFACES + slot) * 2 + (dir & 1);
+}
+
+/* This CPU's counters of interface `ifindex` in direction `dir`, or NULL when the interface
+ * is not watched. */
+static __always_inline struct nd_iface_dir *iface_lookup(__u32 ifindex, __u32 dir)
+{
+	__u32 idx = iface_index(ifindex & (ND_MAX_IFACES - 1), dir);
+	struct nd_iface_dir *d = bpf_map_lookup_elem(&iface_stats, &idx);
+
+	if (d && d->ifindex == ifindex && ifindex)
+		return d;
+	__u32 slot = nd_iface_slot(ifindex);
+
+	if (!slot || !ifindex)
+		return NULL;
+	idx = iface_index((slot - 1) & (ND_MAX_IFACES - 1), dir);
+	d = bpf_map_lookup_elem(&iface_stats, &idx);
+	return d && d->ifindex == ifindex ? d : NULL;
+}
+
+_Static_assert(ND_SIZE_BUCKETS == 10, "size_bucket searches nine bounds");
+
+/* The first bucket whose bound is >= len, by binary search over the sorted bounds: three
+ * or four comparisons where a walk from the smallest made up to nine for full-size
+ * segments. */
+static __always_inline __u32 size_bucket(__u32 len)
+{
+	if (len <= size_bounds[4]) {
+		if (len <= size_bounds[1])
+			return len <= size_bounds[0] ? 0 : 1;
+		if (len <= size_bounds[2])
+			return 2;
+		return len <= size_bounds[3] ? 3 : 4;
+	}
+	if (len <= size_bounds[6])
+		return len <= size_bounds[5] ? 5 : 6;
+	if (len <= size_bounds[7])
+		return 7;
+	return len <= size_bounds[8] ? 8 : 9;
+}
+
+/* Counts a packet in the interface's packet, segment and byte counts. Per-CPU value: plain
+ * increments are exact. */
+static __always_inline void count_packet(struct nd_iface_dir *ifs, const struct nd_meta *m)
+{
+	struct nd_dir_stats *ds = &ifs->s;
+
+	ds->packets++;
+	ds->segs += m->gso_segs;
+	ds->bytes += m->len;
+	if (m->gso_segs > 1)
+		ds->gso_packets++;
+}
+
+/* Counts a packet's wire segments by size: the size histogram and DF segments over the MTU
+ * (and, for generic XDP, the segments GRO merged). `hdrs` is the length of the
+ * network and transport headers, `payload` the transport payload of the whole packet.
+ * Returns the segments, and in *seg_len the IP length of one: GSO packets are cut into
+ * gso_size payloads. */
+static __always_inline __u32 count_segments(struct nd_iface_dir *ifs, const struct nd_meta *m,
+					    __u32 ip_len, __u32 hdrs, __u8 is_tcp, __u32 payload,
+					    __u8 df, __u32 *seg_len)
+{
+	struct nd_dir_stats *ds = &ifs->s;
+	__u32 segs = m->gso_segs;
+	__u32 len = ip_len;
+
+	if (segs > 1 && m->gso_size)
+		len = hdrs + m->gso_size;
+	/* Generic XDP runs after GRO and gets no GSO metadata: a TCP "frame" larger than the
+	 * MTU is an aggregate of MTU-sized segments, not an oversized packet. */
+	if (m->xdp && is_tcp && len > ifs->mtu && ifs->mtu > hdrs) {
+		__u32 mss = ifs->mtu - hdrs;
+
+		segs = (payload + mss - 1) / mss;
+		if (!segs)
+			segs = 1;
+		len = ifs->mtu;
+		ds->segs += segs - 1;
+	}
+	__u32 bucket = size_bucket(len);
+
+	if (bucket < ND_SIZE_BUCKETS)
+		ds->size_hist[bucket] += segs;
+	if (df && len > ifs->mtu)
+		ds->df_over_mtu += segs;
+	*seg_len = len;
+	return segs;
+}
+
+#endif /* NETDOCTOR_IFACE_STATS_H */

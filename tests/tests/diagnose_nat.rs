@@ -11,8 +11,9 @@
 //! masquerade rule the client's pings leave the gateway's uplink with source 10.250.0.2 and
 //! are never answered: critical finding naming the uplink, with the nft and iptables fixes.
 //! The healthy twin has the fix's masquerade rule: the pings are answered, nothing leaves
-//! untranslated, no finding. Both gateways clamp the MSS (a rule for the tunnel), so that
-//! the twin is healthy in every other respect.
+//! untranslated, no finding. A masquerade on another interface than the uplink does not
+//! count. The gateways clamp the MSS (a rule for the tunnel), so that the twin is healthy in
+//! every other respect.
 //!
 //! Needs root, BPF, wireguard-go, wg, nft, ping; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
@@ -95,8 +96,9 @@ impl RoadWarrior {
         Ok(RoadWarrior { wg, line })
     }
 
-    /// The fix's masquerade rule on the gateway.
-    fn masquerade(&self) -> Result<()> {
+    /// The fix's masquerade rule on the gateway, for packets leaving through `oifname`
+    /// (the uplink, [`LineTopology::ROUTER_SERVER_IF`], in the fix).
+    fn masquerade(&self, oifname: &str) -> Result<()> {
         let gw = &self.line.router;
         gw.run(&["nft", "add table ip nat"])?;
         gw.run(&[
@@ -114,7 +116,7 @@ impl RoadWarrior {
             "saddr",
             TUNNEL_RANGE,
             "oifname",
-            LineTopology::ROUTER_SERVER_IF,
+            oifname,
             "masquerade",
         ])?;
         Ok(())
@@ -189,7 +191,7 @@ fn road_warrior_gateway_with_masquerade_is_healthy() -> Result<()> {
         return Ok(());
     }
     let lab = RoadWarrior::new()?;
-    lab.masquerade()?;
+    lab.masquerade(LineTopology::ROUTER_SERVER_IF)?;
     let (d, ping) = lab.diagnose()?;
     ensure!(
         ping.received * 10 >= ping.transmitted * 8,
@@ -210,4 +212,31 @@ fn road_warrior_gateway_with_masquerade_is_healthy() -> Result<()> {
         d.describe()
     );
     d.expect_healthy()
+}
+
+/// A masquerade that covers the tunnel's range leaving through another interface (the
+/// client side) translates nothing on the uplink: it does not count, and the finding stays.
+#[test]
+fn a_masquerade_on_another_interface_does_not_count() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let lab = RoadWarrior::new()?;
+    lab.masquerade(LineTopology::ROUTER_CLIENT_IF)?;
+    let (d, ping) = lab.diagnose()?;
+    ensure!(
+        ping.transmitted > 0 && ping.received == 0,
+        "a masquerade on the client side cannot let replies back: {}",
+        ping.output
+    );
+    ensure!(
+        fact(&d, "nat.masquerade") == false
+            && fact(&d, "nat.rule") == ""
+            && fact(&d, "nat.uncovered_source") == TUNNEL_RANGE,
+        "the masquerade on {} was taken as covering the uplink:\n{}",
+        LineTopology::ROUTER_CLIENT_IF,
+        d.describe()
+    );
+    d.expect_finding("nat.masquerade_missing", "critical")?;
+    Ok(())
 }

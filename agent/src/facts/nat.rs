@@ -150,6 +150,81 @@ pub fn facts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::firewall::{Action, Family, Hook, IfName, Match, Rule, Source};
+    use crate::kernel::packet::flows::test_flow;
+
+    /// An nftables masquerade of 10.250.0.0/24 leaving through `oif`.
+    fn masquerade(oif: &str) -> Ruleset {
+        Ruleset {
+            rules: vec![Rule {
+                source: Source::Nftables,
+                family: Family::Ipv4,
+                table: "nat".into(),
+                chain: "postrouting".into(),
+                hook: Hook::Postrouting,
+                matches: vec![
+                    Match::Saddr {
+                        prefix: "10.250.0.0/24".parse().expect("prefix"),
+                        negated: false,
+                    },
+                    Match::Oif {
+                        name: IfName {
+                            name: oif.into(),
+                            prefix: false,
+                        },
+                        negated: false,
+                    },
+                ],
+                action: Action::Masquerade,
+            }],
+            errors: Vec::new(),
+        }
+    }
+
+    fn uplink() -> Interface {
+        Interface {
+            name: "eth1".into(),
+            index: 3,
+            ..Interface::test_default()
+        }
+    }
+
+    #[test]
+    fn only_a_masquerade_on_the_uplink_covers_the_tunnel() {
+        let sources = ["10.250.0.0/24".parse::<Prefix>().expect("prefix")];
+        let on_uplink = facts(&sources, Some(&uplink()), &masquerade("eth1"), &[]);
+        assert!(on_uplink.masquerade && on_uplink.rule.contains("masquerade"));
+        assert_eq!(on_uplink.uncovered_source, "");
+        // The same rule for the client side (eth0) translates nothing leaving eth1.
+        let elsewhere = facts(&sources, Some(&uplink()), &masquerade("eth0"), &[]);
+        assert!(!elsewhere.masquerade);
+        assert_eq!(
+            (elsewhere.rule.as_str(), elsewhere.uncovered_source.as_str()),
+            ("", "10.250.0.0/24")
+        );
+    }
+
+    #[test]
+    fn untranslated_flows_count_and_answers_are_matched() {
+        let sources = ["10.250.0.0/24".parse::<Prefix>().expect("prefix")];
+        let flows = [
+            // Two clients' flows leave the uplink untranslated, one gets an answer.
+            test_flow(3, Direction::Egress, "10.250.0.2", 1000, "10.200.2.2", 5000),
+            test_flow(3, Direction::Egress, "10.250.0.3", 1001, "10.200.2.2", 3000),
+            test_flow(3, Direction::Ingress, "10.200.2.2", 5201, "10.250.0.3", 800),
+            // The gateway's own traffic, and the clients' on another interface, do not.
+            test_flow(3, Direction::Egress, "10.200.2.1", 1002, "10.200.2.2", 9000),
+            test_flow(7, Direction::Egress, "10.250.0.2", 1003, "10.250.0.9", 9000),
+        ];
+        let f = facts(&sources, Some(&uplink()), &Ruleset::default(), &flows);
+        assert_eq!((f.leaked_flows, f.answered_flows), (2, 1));
+        assert_eq!(f.leaked_packets, 8);
+        assert_eq!(
+            (f.leaked_source.as_str(), f.leaked_family.as_str()),
+            ("10.250.0.0/24", "ipv4")
+        );
+        assert!(!f.masquerade);
+    }
 
     #[test]
     fn sources_are_the_tunnel_ranges_once_without_default_routes() {

@@ -30,6 +30,16 @@ pub const OBSERVING: &str = "netdoctor: observing";
 /// How much longer than `--duration` a diagnosis may take once its observation began.
 pub const ON_TIME_SLACK: Duration = Duration::from_secs(1);
 
+/// A `--duration` written `N s` or `Ns` (`"3s"`, `"2.5s"`) as a [`Duration`].
+pub fn window(duration: &str) -> Result<Duration> {
+    let secs: f64 = duration
+        .trim_end_matches('s')
+        .trim()
+        .parse()
+        .with_context(|| format!("duration {duration:?} is not N s"))?;
+    Duration::try_from_secs_f64(secs).with_context(|| format!("duration {duration:?}"))
+}
+
 /// How long a diagnosis took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wall {

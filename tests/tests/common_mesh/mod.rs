@@ -23,11 +23,7 @@ pub const MTU_FINDINGS: &[&str] = &[
 /// namespace) and parses the report. Any exit code other than 0/1/2 is an error, and so
 /// is a diagnosis that does not end on time ([`observe::diagnose_during`]).
 pub fn diagnose(ns: &Netns, iface: &str, duration: &str, extra: &[&str]) -> Result<Diagnosis> {
-    let secs: f64 = duration
-        .trim_end_matches('s')
-        .parse()
-        .with_context(|| format!("duration {duration:?} is not N s"))?;
-    let window = Duration::from_secs_f64(secs);
+    let window = observe::window(duration)?;
     let (d, ()) = observe::diagnose_during(ns, iface, window, extra, || Ok(()))
         .with_context(|| format!("netdoctor diagnose {iface} in {}", ns.name()))?;
     ensure!(

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::facts::firewall::Ruleset;
 use crate::facts::iface;
-use crate::facts::probe::targets;
+use crate::facts::probe::{targets, MAX_PROBE_TARGETS};
 use crate::facts::{link, Facts};
 use crate::kernel::packet::{Dataplane, Options};
 use crate::kernel::sockets::rates::Baseline;
@@ -232,16 +232,18 @@ pub async fn diagnose(
     let mut facts = observed.facts(window_end + AFTER_WINDOW).await?;
 
     if opts.probe {
-        let results = probes.finish(&mut notes);
-        targets::apply_probes(&mut facts, &tun, &results);
-        for (label, _, _) in targets::probe_targets(&facts, &underlay, &me) {
-            if !results.iter().any(|(l, _)| *l == label) {
+        // Targets the whole window names but no probe started on (found in its last
+        // second, or beyond the number of probes): said, not silently dropped.
+        for (_, target, _) in targets::probe_targets(&facts, &underlay, &me) {
+            if !probes.started(target) {
                 notes.push(format!(
-                    "path-MTU probe toward {} not run: found too late in the observation",
-                    label.split_once(' ').map_or(label.as_str(), |(_, t)| t)
+                    "path-MTU probe toward {target} not run: found too late in the observation, \
+                     or beyond the {MAX_PROBE_TARGETS} probes of one diagnosis"
                 ));
             }
         }
+        let results = probes.finish(&mut notes);
+        targets::apply_probes(&mut facts, &tun, &results);
     } else {
         notes.push("path-MTU probe skipped (--no-probe)".into());
     }

@@ -31,9 +31,7 @@ impl Probes {
     /// up to [`MAX_PROBE_TARGETS`] in all.
     pub(super) fn start(&mut self, targets: Vec<(String, IpAddr, u32)>, progress: &dyn Progress) {
         for (label, target, max_size) in targets {
-            if self.running.len() >= MAX_PROBE_TARGETS
-                || self.running.iter().any(|(_, t, _)| *t == target)
-            {
+            if self.running.len() >= MAX_PROBE_TARGETS || self.started(target) {
                 continue;
             }
             progress.step(&format!(
@@ -47,6 +45,11 @@ impl Probes {
             let handle = std::thread::spawn(move || probe::probe(target, &options));
             self.running.push((label, target, handle));
         }
+    }
+
+    /// Whether a probe toward `target` was started.
+    pub(super) fn started(&self, target: IpAddr) -> bool {
+        self.running.iter().any(|(_, t, _)| *t == target)
     }
 
     /// Waits for every probe (each ends by the deadline) and returns their results; what

@@ -282,6 +282,44 @@ fn healthy_twins_stay_quiet() {
 }
 
 #[test]
+fn the_bond_finding_says_what_each_member_carried_or_that_it_measured_none() {
+    let rules = RuleSet::builtin().expect("rules");
+    let bond = |facts: &Facts| {
+        evaluate(&rules, &facts.to_json())
+            .into_iter()
+            .find(|f| f.id == "bond.single_link_hash")
+    };
+    let mut measured = healthy();
+    bond_carrying(&mut measured, "layer3+4", 99.7);
+    let f = bond(&measured).expect("finding from the measured spread");
+    assert!(
+        f.summary.contains("member m1 carried 99.7 % of 400 Mbit/s"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(
+        f.evidence.get("busiest_member"),
+        Some(&serde_json::json!("m1"))
+    );
+    let members = f.evidence.get("members").and_then(|m| m.as_array());
+    assert_eq!(members.map(Vec::len), Some(2));
+    // No traffic: the policy decides, and the summary says so.
+    let mut idle = healthy();
+    bond_carrying(&mut idle, "layer2", 0.0);
+    idle.tunnel.underlay_bond_tx_bytes = 0;
+    let f = bond(&idle).expect("finding from the policy");
+    assert!(
+        f.summary.contains("decided from the hash policy"),
+        "{}",
+        f.summary
+    );
+    // Traffic spread over both members beats a layer2 policy.
+    let mut spread = healthy();
+    bond_carrying(&mut spread, "layer2", 52.0);
+    assert!(bond(&spread).is_none());
+}
+
+#[test]
 fn the_nat_finding_names_the_uplink_and_gives_both_fixes() {
     let mut facts = healthy();
     facts.nat = nat(2, 0);

@@ -76,7 +76,7 @@ fn the_bond_finding_says_what_each_member_carried_or_that_it_measured_none() {
             .find(|f| f.id == "bond.single_link_hash")
     };
     let mut measured = healthy();
-    bond_carrying(&mut measured, "layer3+4", 99.7);
+    bond_carrying(&mut measured, "layer2+3", 99.7);
     let f = bond(&measured).expect("finding from the measured spread");
     assert!(
         f.summary.contains("member m1 carried 99.7 % of 400 Mbit/s"),
@@ -103,6 +103,11 @@ fn the_bond_finding_says_what_each_member_carried_or_that_it_measured_none() {
     let mut spread = healthy();
     bond_carrying(&mut spread, "layer2", 52.0);
     assert!(bond(&spread).is_none());
+    // A layer3+4 bond already hashes ports: one tunnel on one member is one UDP flow, not
+    // the bond's doing.
+    let mut one_flow = healthy();
+    bond_carrying(&mut one_flow, "layer3+4", 99.7);
+    assert!(bond(&one_flow).is_none());
 }
 
 #[test]

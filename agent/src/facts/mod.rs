@@ -13,6 +13,7 @@ pub mod overhead;
 pub mod probe;
 pub mod process;
 pub mod route;
+pub mod tailscale;
 pub mod signals;
 pub mod tinc;
 pub mod trusted;

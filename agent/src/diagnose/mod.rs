@@ -85,7 +85,7 @@ pub async fn diagnose(
         .cloned()
         .ok_or_else(|| crate::facts::Error::UnknownInterface(name.to_owned()))?;
     let details = link::details(me.index).await?;
-    let tun = tunnel::identify(&me, &details);
+    let tun = tunnel::identify(&me, &details).await;
     let mut notes = tun.notes.clone();
     let underlay = underlay::underlay(&tun, &details, &all).await;
 
@@ -138,7 +138,7 @@ pub async fn diagnose(
         _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = build::Snapshot::take(&build::refresh(&tun), drops.as_ref())?;
+    let end = build::Snapshot::take(&tunnel::refresh(&tun).await, drops.as_ref())?;
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
         _ => None,

@@ -1,35 +1,48 @@
 //! Turning configuration, the observation window and probe results into [`Facts`].
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::handshake::{handshake_since, now_unix};
+use super::handshake::now_unix;
+use super::tailscale::Paths;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{
-    DropFacts, Facts, FlowFacts, Host, IfaceFacts, PeerFacts, TrafficFacts, TunnelFacts,
-};
+use crate::facts::{DropFacts, Facts, FlowFacts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
 use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::views::{Direction, Encap};
 /// WireGuard and drop counters read at the start and at the end of the window (sockets
-/// have their own [`crate::kernel::sockets::rates::Baseline`]).
+/// have their own [`crate::kernel::sockets::rates::Baseline`]), and tailscaled's paths.
 #[derive(Debug)]
 pub struct Snapshot {
-    wireguard: Option<Device>,
+    pub(super) wireguard: Option<Device>,
+    pub(super) tailscale: Option<Paths>,
     drops: Vec<DropCount>,
 }
 
 impl Snapshot {
     /// From WireGuard state and drop counts read by the caller.
     pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
-        Snapshot { wireguard, drops }
+        Snapshot {
+            wireguard,
+            tailscale: None,
+            drops,
+        }
+    }
+
+    /// The peers of `tun` as last read, and drop counts read by the caller.
+    pub fn of_tunnel(tun: &ConfiguredTunnel, drops: Vec<DropCount>) -> Self {
+        Snapshot {
+            wireguard: tun.wireguard.clone(),
+            tailscale: tun.tailscale.as_ref().map(|t| t.paths.clone()),
+            drops,
+        }
     }
 
     /// Reads WireGuard counters and drop counts.
@@ -37,32 +50,12 @@ impl Snapshot {
         tun: &ConfiguredTunnel,
         drops: Option<&DropProbe<'_>>,
     ) -> crate::facts::Result<Self> {
-        Ok(Snapshot {
-            wireguard: tun.wireguard.clone(),
-            drops: drops
-                .map(DropProbe::counts)
-                .transpose()?
-                .unwrap_or_default(),
-        })
+        let drops = drops
+            .map(DropProbe::counts)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(Snapshot::of_tunnel(tun, drops))
     }
-}
-
-/// The tunnel with its WireGuard state read again.
-pub fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
-    let mut t = tun.clone();
-    if t.wireguard.is_some() {
-        if let Ok(Some(dev)) = crate::facts::wireguard::query_uapi_or_cli(&tun_name(tun)) {
-            t.wireguard = Some(dev);
-        }
-    }
-    t
-}
-
-fn tun_name(tun: &ConfiguredTunnel) -> String {
-    tun.wireguard
-        .as_ref()
-        .map(|d| d.name.clone())
-        .unwrap_or_default()
 }
 
 /// Everything gathered during one diagnosis.
@@ -109,9 +102,11 @@ impl Observation<'_> {
         let counters = self.window.counters(self.me.index);
 
         // The underlay is the watched interface that carried the tunnel's traffic.
+        // tailscaled's port also carries its disco pings and STUN: only WireGuard counts.
+        let by_port = self.tun.port != 0 && self.tun.tailscale.is_none();
         let tunnel_flow = |f: &&Flow| {
             self.tun.encap.is_some_and(|e| f.encap == e)
-                || (self.tun.port != 0
+                || (by_port
                     && f.protocol == 17
                     && (f.src_port == self.tun.port || f.dst_port == self.tun.port))
         };
@@ -217,6 +212,11 @@ impl Observation<'_> {
                 }
                 _ => -1,
             },
+            usual_mtu: self
+                .tun
+                .kind
+                .and_then(crate::facts::overhead::usual_mtu)
+                .map_or(-1, i64::from),
             port: i64::from(self.tun.port),
             endpoints: endpoints.iter().map(ToString::to_string).collect(),
             daemon: self
@@ -352,75 +352,5 @@ impl Observation<'_> {
                 ..Default::default()
             },
         })
-    }
-
-    fn peers(&self, endpoints: &[SocketAddr], outer: &[&Flow]) -> Vec<PeerFacts> {
-        let wg_count = |ip: IpAddr,
-                        dir: Direction,
-                        pick: fn(&crate::kernel::packet::flows::WireguardMessages) -> u32|
-         -> i64 {
-            outer
-                .iter()
-                .filter(|f| {
-                    f.direction == dir
-                        && (if dir == Direction::Egress {
-                            f.dst
-                        } else {
-                            f.src
-                        }) == ip
-                })
-                .map(|f| i64::from(pick(&f.wireguard)))
-                .sum()
-        };
-        let window_start = self.window_start_unix();
-        if let (Some(before), Some(after)) = (&self.start.wireguard, &self.end.wireguard) {
-            return after
-                .peers
-                .iter()
-                .map(|p| {
-                    let prev = before.peers.iter().find(|b| b.public_key == p.public_key);
-                    let ip = p.endpoint.map(|e| e.ip());
-                    PeerFacts {
-                        name: p.public_key.clone(),
-                        endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
-                        family: ip.map(|i| family_name(i).to_owned()).unwrap_or_default(),
-                        allowed_ips: p.allowed_ips.clone(),
-                        handshake_age_s: if p.last_handshake_unix == 0 {
-                            -1
-                        } else {
-                            (now_unix() - p.last_handshake_unix as i64).max(0)
-                        },
-                        keepalive_s: i64::from(p.persistent_keepalive),
-                        tx_bytes_delta: to_i64(
-                            p.tx_bytes.saturating_sub(prev.map_or(0, |b| b.tx_bytes)),
-                        ),
-                        rx_bytes_delta: to_i64(
-                            p.rx_bytes.saturating_sub(prev.map_or(0, |b| b.rx_bytes)),
-                        ),
-                        initiations_sent: ip
-                            .map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
-                        responses_received: ip
-                            .map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
-                        handshake_in_window: ip.is_some_and(|ip| {
-                            wg_count(ip, Direction::Ingress, |w| w.response) > 0
-                                || wg_count(ip, Direction::Egress, |w| w.response) > 0
-                        }) || handshake_since(p, window_start),
-                        path_mtu: -1,
-                        blackhole: false,
-                    }
-                })
-                .collect();
-        }
-        endpoints
-            .iter()
-            .map(|ep| PeerFacts {
-                name: ep.to_string(),
-                endpoint: ep.to_string(),
-                family: family_name(ep.ip()).into(),
-                handshake_age_s: -1,
-                path_mtu: -1,
-                ..PeerFacts::default()
-            })
-            .collect()
     }
 }

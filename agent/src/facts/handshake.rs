@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::tunnel::ConfiguredTunnel;
-use crate::facts::wireguard::{self, Peer};
+use super::tunnel::{self, ConfiguredTunnel};
+use crate::facts::wireguard::Peer;
 use crate::facts::PeerFacts;
 
 /// How long a handshake in flight may take to complete: one round trip plus the peers'
@@ -41,13 +41,13 @@ fn in_flight(p: &PeerFacts) -> bool {
 /// Waits up to [`GRACE`] for the handshakes in flight among `peers` of `tun` (a window
 /// that began at `window_start_unix`) and marks those that complete.
 pub async fn settle(tun: &ConfiguredTunnel, peers: &mut [PeerFacts], window_start_unix: i64) {
-    let Some(name) = tun.wireguard.as_ref().map(|d| d.name.clone()) else {
+    if tun.wireguard.is_none() {
         return;
-    };
+    }
     let deadline = Instant::now() + GRACE;
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let Ok(Some(dev)) = wireguard::query_uapi_or_cli(&name) else {
+        let Some((dev, _)) = tunnel::read_peers(tun).await else {
             return;
         };
         let now = now_unix();

@@ -14,12 +14,14 @@ use crate::kernel::packet::{Dataplane, Options};
 use crate::kernel::sockets::SocketProbes;
 
 /// Facts only the packet data plane observes (rules' names for them).
-const DATAPLANE_FACTS: [&str; 5] = [
+const DATAPLANE_FACTS: [&str; 7] = [
     "traffic",
     "tunnel.overhead_measured",
     "tunnel.underlay_fragments",
     "peer.initiations_sent",
     "peer.responses_received",
+    "peer.derp_bytes",
+    "peer.udp_bytes",
 ];
 
 /// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).
@@ -48,7 +50,7 @@ pub(crate) fn packet_dataplane<'obj>(
     underlay: &Underlay,
     notes: &mut Vec<String>,
 ) -> Option<Dataplane<'obj>> {
-    let lost = "traffic counters, fragments, measured overhead and WireGuard handshakes on the wire are not observed";
+    let lost = "traffic counters, fragments, measured overhead, WireGuard handshakes and Tailscale's relayed bytes on the wire are not observed";
     let mut dp = match Dataplane::load(storage, options) {
         Ok(dp) => dp,
         Err(e) => {

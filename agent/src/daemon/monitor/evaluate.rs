@@ -116,7 +116,7 @@ impl Monitor<'_> {
         now: i64,
     ) -> anyhow::Result<(Facts, Vec<u32>)> {
         let details = link::details(me.index).await?;
-        let tun = tunnel::identify(me, &details);
+        let tun = tunnel::identify(me, &details).await;
         for note in &tun.notes {
             tracing::debug!(iface = %me.name, "{note}");
         }
@@ -141,7 +141,7 @@ impl Monitor<'_> {
                 .or_else(|| tun.wireguard.clone()),
             self.prev_drops.clone(),
         );
-        let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec());
+        let end = Snapshot::of_tunnel(&tun, drops_now.to_vec());
         let observed = Observation {
             me,
             details: &details,

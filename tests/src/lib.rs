@@ -46,6 +46,7 @@ pub mod packet;
 pub mod podman;
 pub mod prometheus;
 pub mod stats;
+pub mod tailscale;
 pub mod topology;
 pub mod traffic;
 pub mod veth;

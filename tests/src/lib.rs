@@ -35,6 +35,7 @@ pub mod bpf;
 pub mod chart;
 pub mod ci;
 pub mod cmd;
+pub mod dashboard;
 pub mod diagnosis;
 pub mod grafana;
 mod ids;

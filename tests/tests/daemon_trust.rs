@@ -2,7 +2,9 @@
 //! reads a file another user controls, even when a TUN/TAP daemon's name or arguments
 //! point at them. A stand-in daemon (`fake-tun-daemon`, which leaves a marker file when
 //! run with `--version`) holds a TAP device in a lab namespace, named and owned as each
-//! case needs; `diagnose` of the device must say what it did not read, and why.
+//! case needs; `diagnose` of the device must say what it did not read, and why. The same
+//! for tailscaled: its LocalAPI socket (`--socket`) is asked only when root runs the daemon
+//! and owns the socket.
 //!
 //! Needs root; skips elsewhere, fails under CI=true.
 
@@ -279,6 +281,85 @@ fn a_wireguard_socket_a_user_owns_is_not_believed() -> Result<()> {
     ensure!(
         d.fact("peers").to_string().contains(endpoint),
         "root's socket was not read: {}",
+        d.describe()
+    );
+    Ok(())
+}
+
+/// A stand-in for tailscaled's LocalAPI at `path`, owned by `uid`: answers every request
+/// with one peer named `fake-peer` (status) or an empty DERP map, as HTTP/1.1.
+fn fake_localapi(path: &Path, uid: u32) -> Result<()> {
+    use std::io::{Read, Write};
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    own(path, uid)?;
+    let status = format!(
+        r#"{{"BackendState":"Running","Self":{{"Relay":"x"}},"Peer":{{"nodekey:{k}":{{"PublicKey":"nodekey:{k}","HostName":"fake-peer","Relay":"x","RxBytes":1,"TxBytes":2}}}}}}"#,
+        k = "ab".repeat(32)
+    );
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let body = if request.contains("/localapi/v0/status") {
+                status.as_str()
+            } else {
+                r#"{"Regions":{}}"#
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    Ok(())
+}
+
+#[test]
+fn a_tailscaled_or_socket_a_user_controls_is_not_believed() -> Result<()> {
+    if !ci::lab_ready(&[]) {
+        return Ok(());
+    }
+    let ns = Netns::new()?;
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let roots = dir.path().join("root.sock");
+    let users = dir.path().join("user.sock");
+    fake_localapi(&roots, 0)?;
+    fake_localapi(&users, USER)?;
+    let socket = |p: &Path| format!("--socket={}", p.display());
+
+    // A "tailscaled" the user runs: not taken for WireGuard, its socket not asked.
+    let user_daemon = Daemon::start(&ns, "tailscaled", USER, USER, &[&socket(&roots)])?;
+    let d = diagnose(&ns, &user_daemon.ifname)?;
+    ensure!(
+        d.str("/kind")? != "wireguard" && !d.fact("peers").to_string().contains("fake-peer"),
+        "a tailscaled run by uid {USER} was believed: {}",
+        d.describe()
+    );
+    drop(user_daemon);
+
+    // Root's tailscaled with a socket the user owns: WireGuard, but the socket is not asked.
+    let root_daemon = Daemon::start(&ns, "tailscaled", 0, 0, &[&socket(&users)])?;
+    let d = diagnose(&ns, &root_daemon.ifname)?;
+    ensure!(d.str("/kind")? == "wireguard", "{}", d.describe());
+    expect_note(&d, &["Tailscale peers", "belongs to uid 65534, not root"])?;
+    ensure!(
+        !d.fact("peers").to_string().contains("fake-peer"),
+        "{}",
+        d.describe()
+    );
+    drop(root_daemon);
+
+    // The twin: root's tailscaled and root's socket: its peer is read.
+    let root_daemon = Daemon::start(&ns, "tailscaled", 0, 0, &[&socket(&roots)])?;
+    let d = diagnose(&ns, &root_daemon.ifname)?;
+    ensure!(
+        d.str("/facts/tunnel/daemon")? == "tailscaled"
+            && d.fact("peers").to_string().contains("fake-peer"),
+        "root's tailscaled socket was not read: {}",
         d.describe()
     );
     Ok(())

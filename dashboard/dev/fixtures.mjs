@@ -1,4 +1,4 @@
-// DEVELOPMENT AID, NOT A TEST OF THE PRODUCT: invented API answers shaped like agent/API.md,
+// DEVELOPMENT AID, NOT A TEST OF THE PRODUCT: invented API answers shaped like docs/api.md,
 // so the dashboard can be worked on without root, BPF or a lab. Nothing here is evidence
 // that the agent provides these fields; the real check is e2e/e2e.mjs against a real
 // agent (run by the Rust integration test in a network-namespace lab).

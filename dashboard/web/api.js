@@ -1,8 +1,8 @@
-// A small client for the agent's HTTP API (agent/API.md). Paths are relative to the page
+// A small client for the agent's HTTP API (docs/api.md). Paths are relative to the page
 // ("api/v1/…"), so the dashboard also works behind a reverse proxy under a sub-path.
 //
 // POSTs say `Content-Type: application/json`: the agent refuses POSTs without it, because a
-// web page of another site can send any other POST without asking (agent/API.md, "Security").
+// web page of another site can send any other POST without asking (docs/api.md, "Security").
 //
 // Bearer tokens: when the agent answers 401, the page asks for the token and keeps it in
 // localStorage under TOKEN_KEY; every request then carries `Authorization: Bearer <token>`.

@@ -1,7 +1,7 @@
 // Formatting of the API's numbers for people. Pure functions, no DOM: Node imports this
 // module in the unit tests (unit/format.test.mjs).
 //
-// Conventions of the API (agent/API.md, rules/README.md): unknown numbers are -1 (or null),
+// Conventions of the API (docs/api.md, docs/rules.md): unknown numbers are -1 (or null),
 // times are milliseconds since the UNIX epoch, rates are per second.
 
 /** Shown for values the agent does not know. */

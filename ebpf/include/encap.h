@@ -7,7 +7,10 @@
  * device/noise-protocol.go: initiation 148, response 92, cookie reply 64, data 32 + 16k, or
  * 32 + MTU when padding would exceed the MTU).
  * VXLAN and GENEVE are recognised by their IANA ports and header bits; daemons such as
- * fastd or tinc only by the ports the agent configures.
+ * fastd or tinc only by the ports the agent configures. Tunnels without UDP by their IP
+ * protocol number and the first bits of what follows (classify_ip): GRE (47), IPv4 inside
+ * (4: ipip, ip6tnl mode ipip) and IPv6 inside (41: sit, ip6tnl's ip6ip6); only the general
+ * parser (stages.h) sees them, since the fast path takes TCP and UDP alone.
  */
 #ifndef NETDOCTOR_ENCAP_H
 #define NETDOCTOR_ENCAP_H
@@ -81,6 +84,25 @@ static __always_inline __u8 classify_udp(__u16 sport, __u16 dport, const __u8 *p
 	}
 	*wg_msg = wg_message(payload, end, len);
 	return *wg_msg >= 0 ? ND_ENCAP_WIREGUARD : ND_ENCAP_NONE;
+}
+
+/* Classifies the payload of an IP packet whose protocol is neither TCP nor UDP (`payload`
+ * is where the transport header would be). */
+static __always_inline __u8 classify_ip(__u8 proto, const __u8 *payload, const void *end)
+{
+	if ((void *)(payload + 4) > end)
+		return ND_ENCAP_NONE;
+	switch (proto) {
+	case IPPROTO_GRE:
+		/* Version 0 (RFC 2784): the low three bits of the second byte. Version 1 is
+		 * PPTP's enhanced GRE (RFC 2637), a VPN's control-and-data channel, not ours. */
+		return (payload[1] & 7) == 0 ? ND_ENCAP_GRE : ND_ENCAP_NONE;
+	case IPPROTO_IPIP:
+		return (payload[0] >> 4) == 4 ? ND_ENCAP_IPIP : ND_ENCAP_NONE;
+	case IPPROTO_IPV6:
+		return (payload[0] >> 4) == 6 ? ND_ENCAP_IP6_IN : ND_ENCAP_NONE;
+	}
+	return ND_ENCAP_NONE;
 }
 
 #endif /* NETDOCTOR_ENCAP_H */

@@ -45,6 +45,9 @@ enum nd_encap {
 	ND_ENCAP_FASTD = 4,
 	ND_ENCAP_TINC = 5,
 	ND_ENCAP_OTHER = 6,
+	ND_ENCAP_GRE = 7,      /* IP protocol 47 */
+	ND_ENCAP_IPIP = 8,     /* IP protocol 4: IPv4 inside */
+	ND_ENCAP_IP6_IN = 9,   /* IP protocol 41: IPv6 inside */
 };
 
 /* WireGuard message types 1..4, stored at index type - 1. */

@@ -5,7 +5,7 @@
  *
  * They handle whatever a link carries: VLAN stacks, IPv4 options, IPv6 extension headers,
  * fragments, TCP options (a SYN's MSS), ICMP and ICMPv6 (too-big messages are recorded,
- * too_big.h), UDP tunnels (encap.h), truncated and bogus headers. Each stage reads the
+ * too_big.h), UDP tunnels and GRE and IP-in-IP ones (encap.h), truncated and bogus headers. Each stage reads the
  * packet from its context's data pointers with a bounds check and leaves its results in a
  * struct of scalars (meta.h), so that packet.bpf.c can wrap each stage in a global function
  * the verifier checks once, on its own, instead of once per path through everything before
@@ -220,6 +220,9 @@ static __always_inline void l4_parse(void *data, void *data_end, const struct nd
 						   (__u32)ic[6] << 8 | ic[7]);
 			}
 		}
+	} else {
+		/* GRE, IP in IP: tunnels without UDP (encap.h). */
+		l4->encap = classify_ip(l3->proto, c.pos, c.end);
 	}
 }
 

@@ -349,7 +349,6 @@ fn the_image_has_no_shell_and_runs_netdoctor_by_default() -> Result<()> {
     // The programs the agent runs, with their libraries.
     for (program, arg) in [
         ("/usr/bin/netdoctor", "--version"),
-        ("/usr/bin/wg", "--version"),
         ("/usr/sbin/nft", "--version"),
         ("/usr/sbin/iptables-legacy-save", "--version"),
     ] {

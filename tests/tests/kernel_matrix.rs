@@ -6,6 +6,8 @@
 //! the verifier's log) and its JSON. The signals each kernel gave are written to
 //! `target/kernel-matrix.md`, the source of the README's kernel table.
 
+mod lane_checks;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -389,6 +391,12 @@ fn kernel_lane() -> Result<()> {
     let work = tempfile::Builder::new()
         .prefix("nd-lane-")
         .tempdir_in("/tmp")?;
+    // ND_LANE_KEEP=1 keeps every case file for a look afterwards.
+    let mut work = work;
+    if std::env::var_os("ND_LANE_KEEP").is_some() {
+        work.disable_cleanup(true);
+        println!("keeping the case files in {}", work.path().display());
+    }
     let mut runs = Vec::new();
     let host_dir = work.path().join("host");
     runs.push(kernel_lane::run_host(&netdoctor, &host_dir));
@@ -429,6 +437,35 @@ fn kernel_lane() -> Result<()> {
                     run.kernel(),
                     run.evidence(case)
                 ));
+            }
+        }
+        let mut more = lane_checks::Failures::default();
+        if s.wireguard_mtu == Some(true) {
+            let ok = lane_checks::wg_netlink::check(run);
+            s.wireguard_netlink = Some(ok.is_ok());
+            more.check("wgshow", run, || ok);
+        }
+        let suites = kernel_lane::suites(&run.name);
+        if suites.contains("tunnels") {
+            let (bonds, overlays) = lane_checks::tunnels::check(run, &mut more);
+            (s.bonds, s.overlays) = (Some(bonds), Some(overlays));
+        }
+        if suites.contains("wan") {
+            let (wan, estimates) = lane_checks::wan::check(run, &mut more);
+            s.wan = Some(wan);
+            println!("{estimates}");
+        }
+        for f in more.0 {
+            failures.push(format!("kernel {} ({}), case {f}", run.name, run.kernel()));
+        }
+        for suite in suites.split_whitespace() {
+            let t: Vec<u64> = run
+                .text(&format!("{suite}.time"))
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            if let [start, end] = t[..] {
+                let _ = writeln!(times, "{}: suite {suite}: {} s", run.name, end - start);
             }
         }
         let _ = writeln!(table, "{}", s.row(run));

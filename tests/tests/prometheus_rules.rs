@@ -164,7 +164,7 @@ fn metric_uses(expr: &str) -> Vec<(String, &str)> {
     out
 }
 
-/// The API.md name of a series name: histograms expose `_bucket`, `_sum`, `_count`.
+/// The docs/api.md name of a series name: histograms expose `_bucket`, `_sum`, `_count`.
 fn base_metric<'a>(name: &'a str, metrics: &BTreeMap<String, ApiMetric>) -> Option<&'a str> {
     if metrics.contains_key(name) {
         return Some(name);

@@ -3,17 +3,24 @@
 # (tests/tests/kernel_matrix.rs), or on the host. It only drives the built binary and records
 # what happened; every assertion lives in kernel_matrix.rs, which reads the files this writes.
 #
-# Usage: cases.sh NETDOCTOR OUTDIR TAG
+# Usage: cases.sh NETDOCTOR OUTDIR TAG [SUITES]
 #   NETDOCTOR  the built binary; OUTDIR a writable directory for the results;
-#   TAG        a short suffix that makes namespace and interface names unique on the host.
+#   TAG        a short suffix that makes namespace and interface names unique on the host;
+#   SUITES     more cases, from files beside this one: "tunnels" (bonds, GENEVE, GRE, IPIP,
+#              sit, ip6tnl: tunnels.sh), "wan" (netem paths: wan.sh). Each suite's start
+#              and end times go to SUITE.time.
 # Per case CASE: CASE.out (stdout, JSON), CASE.err (stderr, -v), CASE.rc (exit code), and
 # case-specific files. `kernel` holds `uname -r`, `done` marks a complete run.
 set -u
 ND=$1
 OUT=$2
 T=$3
+SUITES=${4:-}
+HERE=$(dirname "$0")
 mkdir -p "$OUT"
 exec >"$OUT/cases.log" 2>&1
+# Each traced command with the second it started: the lane's time, case by case.
+PS4='+ $(date +%s) '
 set -x
 uname -r >"$OUT/kernel"
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
@@ -59,6 +66,21 @@ start_case() {
 finish_case() {
     wait "$BG"
     echo $? >"$OUT/$1.rc"
+}
+
+# IPv6 on the veth (fd09::1 <-> fd09::2), for the cases after the counting ones.
+ipv6_on() {
+    [ -n "${IPV6_ON:-}" ] && return
+    IPV6_ON=1
+    for ns in $A $B; do
+        nsenter --net=/run/netns/$ns sysctl -qw net.ipv6.conf.all.disable_ipv6=0 \
+            net.ipv6.conf.default.disable_ipv6=0
+    done
+    in_a sysctl -qw net.ipv6.conf.$VA.disable_ipv6=0
+    in_b sysctl -qw net.ipv6.conf.$VB.disable_ipv6=0
+    in_a ip addr add fd09::1/64 dev $VA nodad
+    in_b ip addr add fd09::2/64 dev $VB nodad
+    in_a ping -c 1 -W 5 fd09::2 >/dev/null
 }
 
 # Two namespaces joined by a veth, IPv6 off so that only the cases' packets cross it.
@@ -184,5 +206,34 @@ if in_a ip link add $WA type wireguard 2>"$OUT/wireguard.unsupported"; then
     in_a ping -c 2 -i 0.2 -W 5 10.8.0.2 >/dev/null
     in_a $NOBPF "$ND" -v diagnose $WA --duration 2s --json >"$OUT/degraded.out" 2>"$OUT/degraded.err"
     echo $? >"$OUT/degraded.rc"
+    # What netdoctor reads over generic netlink against `wg show` on the same tunnel: two
+    # allowed IPs and a keepalive, an IPv4 endpoint, then an IPv6 one. `wg show` runs before
+    # and after netdoctor; the lane compares only when both agree (nothing moved between).
+    ipv6_on
+    in_a wg set $WA peer "$(wg pubkey <"$WORK/b.key")" persistent-keepalive 25 \
+        allowed-ips 10.8.0.2/32,fd08::/64
+    for fam in 4 6; do
+        if [ $fam = 6 ]; then
+            in_a wg set $WA peer "$(wg pubkey <"$WORK/b.key")" endpoint "[fd09::2]:51820"
+            in_b wg set $WB peer "$(wg pubkey <"$WORK/a.key")" endpoint "[fd09::1]:51820"
+        fi
+        # A session older than 120 s rekeys on this ping: let that handshake finish.
+        in_a ping -c 2 -i 0.2 -W 5 10.8.0.2 >/dev/null
+        sleep 2
+        # Up to three tries: a keepalive may cross between two reads.
+        for try in 1 2 3; do
+            in_a wg show $WA dump >"$OUT/wgshow$fam.before"
+            in_a "$ND" wireguard $WA >"$OUT/wgshow$fam.out" 2>"$OUT/wgshow$fam.err"
+            echo $? >"$OUT/wgshow$fam.rc"
+            in_a wg show $WA dump >"$OUT/wgshow$fam.after"
+            cmp -s "$OUT/wgshow$fam.before" "$OUT/wgshow$fam.after" && break
+        done
+    done
 fi
+
+for suite in $SUITES; do
+    date +%s >"$OUT/$suite.time"
+    . "$HERE/$suite.sh"
+    date +%s >>"$OUT/$suite.time"
+done
 touch "$OUT/done"

@@ -7,6 +7,7 @@ pub(crate) mod logging;
 mod output;
 mod probe;
 mod rules;
+mod wireguard;
 
 use flows::observe;
 
@@ -98,6 +99,16 @@ pub enum Command {
     ///   netdoctor probe 2001:db8::1 --max-size 9000 --json
     #[command(verbatim_doc_comment)]
     Probe(ProbeArgs),
+    /// Print what netdoctor reads of a WireGuard interface, as JSON: listen port, and per
+    /// peer its endpoint, allowed IPs, latest handshake, byte counters and keepalive.
+    /// Kernel WireGuard is read over generic netlink (as `wg show` does), userspace
+    /// implementations from their UAPI socket; nothing is run.
+    ///
+    /// Examples:
+    ///   netdoctor wireguard wg0
+    ///   netdoctor wireguard wg0 | jq '.peers[].endpoint'
+    #[command(verbatim_doc_comment)]
+    Wireguard(WireguardArgs),
     /// Run the always-on agent: watch interfaces, evaluate the rules every interval, keep
     /// findings history, serve an HTTP API, Prometheus /metrics and a dashboard.
     ///
@@ -126,6 +137,13 @@ pub struct AgentArgs {
     pub settings: crate::daemon::config::Overrides,
     #[command(flatten)]
     pub dataplane: DataplaneArgs,
+}
+
+/// Options for `netdoctor wireguard`.
+#[derive(Debug, Args)]
+pub struct WireguardArgs {
+    /// The WireGuard interface.
+    pub interface: String,
 }
 
 /// Options for `netdoctor probe`.
@@ -299,7 +317,7 @@ fn parse_tunnel_port(s: &str) -> Result<TunnelPort, String> {
         .ok_or_else(|| format!("{port:?} is not a UDP port (1-65535)"))?;
     let encap = <Encap as clap::ValueEnum>::from_str(kind.trim(), true)
         .ok()
-        .filter(|e| *e != Encap::None && *e != Encap::Wireguard)
+        .filter(|e| *e != Encap::None && *e != Encap::Wireguard && !e.is_ip_protocol())
         .ok_or_else(|| {
             format!("unknown tunnel kind {kind:?}: use fastd, tinc, vxlan, geneve or other")
         })?;
@@ -337,6 +355,7 @@ pub fn main() -> ExitCode {
             Command::Flows(args) => flows::run(args).await,
             Command::Drops(args) => drops::run(args).await,
             Command::Probe(args) => probe::run(args).await,
+            Command::Wireguard(args) => wireguard::run(args).await,
             Command::Agent(args) => {
                 let config = crate::daemon::config::Config::resolve(&args.settings)?;
                 crate::daemon::run(config, args.dataplane.options()?).await?;

@@ -11,7 +11,7 @@ use super::underlay::{is_tunnel_kind, Underlay};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
-use crate::facts::{DropFacts, Facts, FlowFacts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
+use crate::facts::{DropFacts, Facts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops::{self, DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
@@ -74,7 +74,16 @@ pub struct Observation<'a> {
     pub elapsed: Duration,
 }
 
-fn to_i64(v: u64) -> i64 {
+/// "address:port", or the address alone for a tunnel without UDP (port 0).
+pub(super) fn endpoint_name(ep: &SocketAddr) -> String {
+    if ep.port() == 0 {
+        ep.ip().to_string()
+    } else {
+        ep.to_string()
+    }
+}
+
+pub(super) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -191,11 +200,16 @@ impl Observation<'_> {
         };
         let tunnel = TunnelFacts {
             present: self.tun.kind.is_some(),
-            kind: self
-                .tun
-                .encap
-                .map(|e| format!("{e:?}").to_lowercase())
-                .unwrap_or_default(),
+            kind: if self.tun.label.is_empty() {
+                self.tun
+                    .encap
+                    .map(|e| format!("{e:?}").to_lowercase())
+                    .unwrap_or_default()
+            } else {
+                self.tun.label.clone()
+            },
+            local: self.tun.local.map(|l| l.to_string()).unwrap_or_default(),
+            options: self.tun.options.clone(),
             family: family.into(),
             overhead_expected: overhead.unwrap_or(-1),
             overhead_measured: measured,
@@ -218,7 +232,7 @@ impl Observation<'_> {
                 .and_then(crate::facts::overhead::usual_mtu)
                 .map_or(-1, i64::from),
             port: i64::from(self.tun.port),
-            endpoints: endpoints.iter().map(ToString::to_string).collect(),
+            endpoints: endpoints.iter().map(endpoint_name).collect(),
             daemon: self
                 .tun
                 .daemon
@@ -280,26 +294,10 @@ impl Observation<'_> {
             },
         };
 
-        let flows = match self.sockets {
-            Some(rows) => rows
-                .iter()
-                .filter(|r| r.socket.ifindex == self.me.index)
-                .map(|r| FlowFacts {
-                    name: format!("{} -> {}", r.socket.local, r.socket.remote),
-                    cc: r.socket.cc.clone(),
-                    data_segs_sent: to_i64(r.data_segs_sent),
-                    retransmits: to_i64(r.retransmits),
-                    retrans_ratio: r.retrans_ratio,
-                    full_size_retransmits: to_i64(r.full_size_retransmits),
-                    small_retransmits: to_i64(r.small_retransmits),
-                    pmtu: i64::from(r.socket.pmtu),
-                    mss: i64::from(r.socket.mss),
-                    srtt_ms: f64::from(r.socket.srtt_us) / 1000.0,
-                    throughput_bps: r.throughput_bps,
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let flows = self
+            .sockets
+            .map(|rows| super::flows::flow_facts(rows, self.me.index))
+            .unwrap_or_default();
 
         let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
         for d in drops::delta(&self.start.drops, &self.end.drops)

@@ -36,6 +36,8 @@ pub enum IfaceKind {
     Vxlan,
     /// GENEVE.
     Geneve,
+    /// An IP tunnel: gre, gretap, ip6gre, ip6gretap, ipip, sit or ip6tnl.
+    IpTunnel(String),
     /// One end of a veth pair.
     Veth,
     /// A bridge.
@@ -56,6 +58,7 @@ impl std::fmt::Display for IfaceKind {
             IfaceKind::Tap => "tap",
             IfaceKind::Vxlan => "vxlan",
             IfaceKind::Geneve => "geneve",
+            IfaceKind::IpTunnel(kind) => kind,
             IfaceKind::Veth => "veth",
             IfaceKind::Bridge => "bridge",
             IfaceKind::Bond => "bond",
@@ -131,6 +134,15 @@ impl Interface {
             Some(InfoKind::Tun) => IfaceKind::Tun,
             Some(InfoKind::Vxlan) => IfaceKind::Vxlan,
             Some(InfoKind::Geneve) => IfaceKind::Geneve,
+            Some(
+                k @ (InfoKind::GreTun
+                | InfoKind::GreTap
+                | InfoKind::GreTun6
+                | InfoKind::GreTap6
+                | InfoKind::IpIp
+                | InfoKind::SitTun
+                | InfoKind::Ip6Tnl),
+            ) => IfaceKind::IpTunnel(k.to_string()),
             Some(InfoKind::Veth) => IfaceKind::Veth,
             Some(InfoKind::Bridge) => IfaceKind::Bridge,
             Some(InfoKind::Bond) => IfaceKind::Bond,

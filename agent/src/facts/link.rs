@@ -1,17 +1,19 @@
-//! Link details rtnetlink knows beyond name and MTU: addresses, VXLAN/GENEVE remotes and
-//! underlay devices, bond modes and hash policies, bond membership.
+//! Link details rtnetlink knows beyond name and MTU: addresses, VXLAN/GENEVE remotes,
+//! underlay devices and options, IP tunnels' settings ([`super::ip_tunnel`]), bond modes and
+//! hash policies, bond membership.
 
 use std::net::IpAddr;
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
-    BondMode, BondXmitHashPolicy, InfoBond, InfoData, InfoGeneve, InfoVxlan, LinkAttribute,
-    LinkInfo,
+    BondMode, BondXmitHashPolicy, GeneveDf, InfoBond, InfoData, InfoGeneve, InfoVxlan,
+    LinkAttribute, LinkInfo,
 };
 use serde::Serialize;
 
 use super::error::{Error, Result};
+use super::ip_tunnel::{self, IpTunnel};
 
 /// A VXLAN or GENEVE device's encapsulation settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -26,6 +28,8 @@ pub struct Overlay {
     pub port: u16,
     /// Underlay device index, if pinned (`dev` option).
     pub underlay_ifindex: Option<u32>,
+    /// GENEVE's settings as `ip -d link` names them (ttl, df, udpcsum, external, ...).
+    pub options: Vec<String>,
 }
 
 /// A bond's load-balancing settings.
@@ -48,6 +52,8 @@ pub struct LinkDetails {
     pub vxlan: Option<Overlay>,
     /// GENEVE settings.
     pub geneve: Option<Overlay>,
+    /// GRE, GRETAP, IPIP, sit or ip6tnl settings.
+    pub ip_tunnel: Option<IpTunnel>,
     /// Bond settings.
     pub bond: Option<Bond>,
     /// Index of the bond or bridge this link belongs to.
@@ -107,13 +113,45 @@ fn geneve(infos: &[InfoGeneve]) -> Overlay {
         ..Overlay::default()
     };
     for i in infos {
-        match i {
-            InfoGeneve::Id(v) => o.vni = *v,
-            InfoGeneve::Remote(a) => o.remote = Some(IpAddr::V4(*a)),
-            InfoGeneve::Remote6(a) => o.remote = Some(IpAddr::V6(*a)),
-            InfoGeneve::Port(p) => o.port = *p,
-            _ => {}
-        }
+        let option = match i {
+            InfoGeneve::Id(v) => {
+                o.vni = *v;
+                None
+            }
+            InfoGeneve::Remote(a) => {
+                o.remote = Some(IpAddr::V4(*a));
+                None
+            }
+            InfoGeneve::Remote6(a) => {
+                o.remote = Some(IpAddr::V6(*a));
+                None
+            }
+            InfoGeneve::Local(a) => {
+                o.local = Some(IpAddr::V4(*a));
+                None
+            }
+            InfoGeneve::Local6(a) => {
+                o.local = Some(IpAddr::V6(*a));
+                None
+            }
+            InfoGeneve::Port(p) => {
+                o.port = *p;
+                None
+            }
+            InfoGeneve::Ttl(t) if *t != 0 => Some(format!("ttl {t}")),
+            InfoGeneve::TtlInherit(true) => Some("ttl inherit".into()),
+            InfoGeneve::Tos(t) if *t != 0 => Some(format!("tos {t}")),
+            InfoGeneve::Df(GeneveDf::Set) => Some("df set".into()),
+            InfoGeneve::Df(GeneveDf::Inherit) => Some("df inherit".into()),
+            InfoGeneve::UdpCsum(true) => Some("udpcsum".into()),
+            InfoGeneve::Label(l) if *l != 0 => Some(format!("flowlabel {l}")),
+            // Metadata mode: remote, VNI and TLV options come per packet from tc or a
+            // routing rule (lwtunnel), not from the device.
+            InfoGeneve::CollectMetadata => Some("external".into()),
+            InfoGeneve::InnerProtoInherit => Some("innerprotoinherit".into()),
+            _ => None,
+        };
+        o.options.extend(option);
     }
     o
 }
@@ -172,6 +210,10 @@ pub async fn details(index: u32) -> Result<LinkDetails> {
         match attr {
             LinkAttribute::Controller(c) => d.controller = Some(*c),
             LinkAttribute::LinkInfo(infos) => {
+                let kind = infos.iter().find_map(|i| match i {
+                    LinkInfo::Kind(k) => Some(k.clone()),
+                    _ => None,
+                });
                 for info in infos {
                     match info {
                         LinkInfo::Data(InfoData::Vxlan(v)) => d.vxlan = Some(vxlan(v)),
@@ -188,6 +230,9 @@ pub async fn details(index: u32) -> Result<LinkDetails> {
                                 }
                             }
                             d.bond = Some(bond);
+                        }
+                        LinkInfo::Data(data) => {
+                            d.ip_tunnel = kind.as_ref().and_then(|k| ip_tunnel::from_info(k, data))
                         }
                         _ => {}
                     }

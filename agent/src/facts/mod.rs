@@ -5,12 +5,14 @@
 
 pub mod build;
 mod error;
+pub mod flows;
 pub mod handshake;
 pub mod host;
 pub mod iface;
+pub mod ip_tunnel;
 pub mod link;
 pub mod overhead;
-pub mod peers;
+mod peers;
 pub mod probe;
 pub mod process;
 pub mod route;
@@ -20,6 +22,7 @@ pub mod tinc;
 pub mod trusted;
 pub mod tunnel;
 pub mod underlay;
+pub mod wg_netlink;
 pub mod wireguard;
 
 use serde::Serialize;
@@ -42,7 +45,7 @@ pub struct IfaceFacts {
     pub up: bool,
     /// Addresses with prefix length.
     pub addresses: Vec<String>,
-    /// A tunnel interface (wireguard, tun, tap, vxlan, geneve).
+    /// A tunnel interface (wireguard, tun, tap, vxlan, geneve, an IP tunnel).
     pub is_tunnel: bool,
     /// Largest MTU among the host's other non-tunnel interfaces (the LAN side of a gateway).
     pub lan_mtu: i64,
@@ -53,8 +56,15 @@ pub struct IfaceFacts {
 pub struct TunnelFacts {
     /// Whether the interface is a tunnel netdoctor understands.
     pub present: bool,
-    /// wireguard, vxlan, geneve, fastd, tinc, or "unknown" for other TUN/TAP daemons.
+    /// wireguard, vxlan, geneve, gre, gretap, ip6gre, ip6gretap, ipip, sit, ip6tnl, fastd,
+    /// tinc, or "other" for other TUN/TAP daemons.
     pub kind: String,
+    /// Local address of the outer packets, as configured ("" if not).
+    pub local: String,
+    /// Encapsulation settings as `ip -d link` names them: GRE's "key", "csum", "seq";
+    /// ip6tnl/ip6gre's "encaplimit N"; ip6tnl's "mode ..."; GENEVE's "ttl N", "df set",
+    /// "udpcsum", "external", ....
+    pub options: Vec<String>,
     /// Underlay address family in use: "ipv4", "ipv6" (IPv6 if any endpoint is IPv6).
     pub family: String,
     /// Encapsulation overhead from the documented table, bytes.
@@ -76,7 +86,7 @@ pub struct TunnelFacts {
     pub usual_mtu: i64,
     /// UDP port of the tunnel on the underlay (0 if unknown).
     pub port: i64,
-    /// Remote endpoints ("address:port").
+    /// Remote endpoints ("address:port"; the address alone for tunnels without UDP).
     pub endpoints: Vec<String>,
     /// The serving process for TUN/TAP tunnels.
     pub daemon: String,
@@ -197,8 +207,17 @@ pub struct FlowFacts {
     pub mss: i64,
     /// Smoothed RTT, ms.
     pub srtt_ms: f64,
-    /// Bytes acknowledged in the window.
+    /// Bits acknowledged per second in the window.
     pub throughput_bps: f64,
+    /// What loss-based congestion control (cubic, reno) can sustain at this srtt and
+    /// retransmission ratio, bits/s (Mathis et al. 1997: MSS/RTT · 1.22/√p); -1 without
+    /// retransmissions.
+    pub loss_based_limit_bps: f64,
+    /// Bits/s acknowledged by every connection to the same remote host in the window:
+    /// what the path delivered.
+    pub host_throughput_bps: f64,
+    /// The fastest bbr connection to the same remote host in the window, bits/s; -1 if none.
+    pub host_bbr_bps: f64,
 }
 
 /// Kernel drops on the interface during the observation.

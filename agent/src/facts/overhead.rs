@@ -26,12 +26,17 @@ impl Family {
         }
     }
 
-    /// Outer IP header plus UDP header: 20 + 8 or 40 + 8 (RFC 791, RFC 8200, RFC 768).
-    fn ip_udp(self) -> u32 {
+    /// Outer IP header: 20 or 40 (RFC 791, RFC 8200).
+    fn ip(self) -> u32 {
         match self {
-            Family::V4 => 28,
-            Family::V6 => 48,
+            Family::V4 => 20,
+            Family::V6 => 40,
         }
+    }
+
+    /// Outer IP header plus UDP header: 20 + 8 or 40 + 8 (RFC 768).
+    fn ip_udp(self) -> u32 {
+        self.ip() + 8
     }
 }
 
@@ -66,6 +71,25 @@ pub enum TunnelType {
     /// tinc 1.0's legacy protocol (Debian's `tinc` package): CBC padding makes the
     /// overhead depend on the size, see [`max_tunnel_mtu`].
     TincLegacy,
+    /// GRE (gre, ip6gre) or GRETAP (`tap`: Ethernet frames inside), with the optional
+    /// fields its output flags add.
+    Gre {
+        /// Carries Ethernet frames (gretap, ip6gretap).
+        tap: bool,
+        /// A 4-byte key.
+        key: bool,
+        /// A 4-byte checksum field (checksum and reserved).
+        csum: bool,
+        /// A 4-byte sequence number.
+        seq: bool,
+        /// Over IPv6: the 8-byte tunnel encapsulation limit option.
+        encap_limit: bool,
+    },
+    /// An IP packet straight inside another: ipip, sit (IPv6 in IPv4), ip6tnl.
+    IpInIp {
+        /// Over IPv6: the 8-byte tunnel encapsulation limit option.
+        encap_limit: bool,
+    },
 }
 
 /// Bytes added above the inner IP packet at the largest tunnel MTU that fits `path_mtu`
@@ -96,7 +120,6 @@ fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
         // 8 GENEVE base header + options + 14 inner Ethernet (Linux drivers/net/geneve.c,
         // GENEVE_IPV4_HLEN + GENEVE_BASE_HLEN + ETH_HLEN).
         TunnelType::Geneve { options } => family.ip_udp() + 8 + options + 14,
-        // One outer IP header, no UDP (RFC 2003; Calico's 1480 on a 1500 underlay).
         // 24 bytes of method overhead for every crypto method (fastd manual, "MTU
         // configuration": 1 packet type + 16 tag + 7 nonce/flags), only the 1-byte packet
         // type with method `null` (measured on the wire: 43 bytes in TAP mode over IPv4),
@@ -108,6 +131,27 @@ fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
         // UDP, as summarised in shared/notes/tunnel-overheads.md), +14 in switch mode.
         TunnelType::TincSptps { switch } => family.ip_udp() + 33 + if switch { 14 } else { 0 },
         TunnelType::TincLegacy => return None,
+        // 4 bytes of GRE header (flags, protocol), 4 more for each of checksum (+ reserved),
+        // key and sequence number (RFC 2784 §2.1, RFC 2890 §2; Linux include/net/gre.h
+        // gre_calc_hlen), +14 for the inner Ethernet header of GRETAP, +8 for the
+        // encapsulation limit option ip6gre sends by default (Linux net/ipv6/ip6_gre.c,
+        // ip6gre_tnl_link_config_route: `if (!(flags & IP6_TNL_F_IGN_ENCAP_LIMIT)) mtu -= 8`).
+        TunnelType::Gre {
+            tap,
+            key,
+            csum,
+            seq,
+            encap_limit,
+        } => {
+            let optional = [key, csum, seq].into_iter().filter(|f| *f).count() as u32 * 4;
+            family.ip() + 4 + optional + if tap { 14 } else { 0 } + limit_option(encap_limit)
+        }
+        // The outer header only: IPv4 in IPv4 (RFC 2003; Calico's IPIP MTU 1480 on 1500),
+        // IPv6 in IPv4 (RFC 4213 §3, sit), anything in IPv6 (RFC 2473, ip6tnl) with the
+        // 8-byte tunnel encapsulation limit option ip6tnl sends by default (RFC 2473
+        // §4.1.1: a 3-byte option padded to a destination options header of 8; Linux
+        // net/ipv6/ip6_tunnel.c ip6_tnl_link_config: `dev->mtu -= 8`).
+        TunnelType::IpInIp { encap_limit } => family.ip() + limit_option(encap_limit),
     })
 }
 
@@ -123,6 +167,14 @@ pub fn usual_mtu(tunnel: TunnelType) -> Option<u32> {
         // otherwise.
         TunnelType::Tailscale => Some(1280),
         _ => None,
+    }
+}
+
+fn limit_option(sent: bool) -> u32 {
+    if sent {
+        8
+    } else {
+        0
     }
 }
 
@@ -175,6 +227,40 @@ mod tests {
             overhead(TunnelType::TincSptps { switch: false }, Family::V4),
             61
         );
+        let gre = |tap, key, csum, seq, encap_limit| TunnelType::Gre {
+            tap,
+            key,
+            csum,
+            seq,
+            encap_limit,
+        };
+        // ip -d link: a gre device on a 1500 underlay gets MTU 1476, with key 1472, with
+        // key+csum+seq 1464; gretap 1462; ip6gre (encaplimit 4) 1448.
+        assert_eq!(
+            overhead(gre(false, false, false, false, false), Family::V4),
+            24
+        );
+        assert_eq!(
+            overhead(gre(false, true, false, false, false), Family::V4),
+            28
+        );
+        assert_eq!(
+            overhead(gre(false, true, true, true, false), Family::V4),
+            36
+        );
+        assert_eq!(
+            overhead(gre(true, false, false, false, false), Family::V4),
+            38
+        );
+        assert_eq!(
+            overhead(gre(false, false, false, false, true), Family::V6),
+            52
+        );
+        let ipip = |encap_limit| TunnelType::IpInIp { encap_limit };
+        assert_eq!(overhead(ipip(false), Family::V4), 20);
+        // ip6tnl on a 1500 underlay: MTU 1452 (encaplimit 4), 1460 with encaplimit none.
+        assert_eq!(overhead(ipip(true), Family::V6), 48);
+        assert_eq!(overhead(ipip(false), Family::V6), 40);
     }
 
     #[test]

@@ -1,21 +1,18 @@
-//! The peers' facts of a window: WireGuard counters and handshakes from the readings at its
-//! start and end, the handshake messages the data plane counted per endpoint, and for
-//! Tailscale each peer's path as tailscaled reports it next to what the underlay carried:
-//! TCP with the DERP servers, WireGuard over UDP with the peer.
+//! The peers' facts of a window ([`PeerFacts`]): WireGuard counters and handshakes from the
+//! readings at its start and end, the handshake messages the data plane counted per
+//! endpoint, or the configured endpoints of other tunnels; and for Tailscale each peer's
+//! path as tailscaled reports it next to what the underlay carried: TCP with the DERP
+//! servers, WireGuard over UDP with the peer.
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::build::Observation;
+use super::build::{endpoint_name, to_i64, Observation};
 use super::handshake::{handshake_since, now_unix};
 use super::tailscale::{Paths, PeerPath};
 use super::tunnel::family_name;
 use crate::facts::PeerFacts;
 use crate::kernel::packet::flows::{Flow, WireguardMessages};
 use crate::kernel::views::{Direction, Encap};
-
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
 
 /// The remote end of a flow seen on this host's underlay.
 fn remote(f: &Flow) -> SocketAddr {
@@ -86,8 +83,8 @@ impl Observation<'_> {
             return endpoints
                 .iter()
                 .map(|ep| PeerFacts {
-                    name: ep.to_string(),
-                    endpoint: ep.to_string(),
+                    name: endpoint_name(ep),
+                    endpoint: endpoint_name(ep),
                     family: family_name(ep.ip()).into(),
                     handshake_age_s: -1,
                     path_mtu: -1,

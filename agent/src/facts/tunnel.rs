@@ -17,6 +17,14 @@ use crate::kernel::views::Encap;
 pub struct ConfiguredTunnel {
     /// Known kind, None if the interface is not a tunnel netdoctor understands.
     pub kind: Option<TunnelType>,
+    /// The device's kind when it says more than the encapsulation (gretap, sit, ip6tnl,
+    /// ...); "" otherwise.
+    pub label: String,
+    /// Local address of the outer packets, if configured.
+    pub local: Option<IpAddr>,
+    /// Encapsulation settings as `ip -d link` names them (GRE key/csum/seq, GENEVE ttl,
+    /// df, udpcsum, ..., ip6tnl's encaplimit).
+    pub options: Vec<String>,
     /// Encapsulation as the data plane names it on the underlay.
     pub encap: Option<Encap>,
     /// Remote endpoints known from configuration.
@@ -168,6 +176,7 @@ async fn tailscale_tunnel(iface: &Interface, daemon: tailscale::Daemon) -> Confi
         relays: paths.servers_in_use(),
         tailscale: Some(TailscaleState { daemon, paths }),
         notes,
+        ..ConfiguredTunnel::default()
     }
 }
 
@@ -181,7 +190,8 @@ pub async fn read_peers(tun: &ConfiguredTunnel) -> Option<(Device, Option<Tailsc
             let daemon = ts.daemon.clone();
             Some((device, Some(TailscaleState { daemon, paths })))
         }
-        None => wireguard::query_uapi_or_cli(&name)
+        None => wireguard::query(&name)
+            .await
             .ok()
             .flatten()
             .map(|d| (d, None)),
@@ -206,7 +216,7 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 return tailscale_tunnel(iface, daemon).await;
             }
             let mut notes = Vec::new();
-            let dev = wireguard::query_uapi_or_cli(&iface.name).unwrap_or_else(|e| {
+            let dev = wireguard::query(&iface.name).await.unwrap_or_else(|e| {
                 notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
                 None
             });
@@ -220,10 +230,8 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 endpoints,
                 port: dev.as_ref().map_or(0, |d| d.listen_port),
                 wireguard: dev,
-                daemon: None,
-                relays: Vec::new(),
-                tailscale: None,
                 notes,
+                ..ConfiguredTunnel::default()
             }
         }
         IfaceKind::Vxlan | IfaceKind::Geneve => {
@@ -245,13 +253,28 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                     .into_iter()
                     .collect(),
                 port: overlay.port,
-                wireguard: None,
-                daemon: None,
-                relays: Vec::new(),
-                tailscale: None,
-                notes: Vec::new(),
+                local: overlay.local,
+                options: overlay.options,
+                ..ConfiguredTunnel::default()
             }
         }
+        IfaceKind::IpTunnel(_) => match &details.ip_tunnel {
+            // No UDP port: the endpoint's port is 0.
+            Some(t) => ConfiguredTunnel {
+                kind: Some(t.tunnel_type()),
+                encap: Some(t.encap()),
+                label: t.kind.clone(),
+                endpoints: t
+                    .remote
+                    .map(|r| SocketAddr::new(r, 0))
+                    .into_iter()
+                    .collect(),
+                local: t.local,
+                options: t.options(),
+                ..ConfiguredTunnel::default()
+            },
+            None => ConfiguredTunnel::default(),
+        },
         IfaceKind::Tun | IfaceKind::Tap => {
             let owner = process::tun_owner(&iface.name);
             let mut notes = Vec::new();
@@ -266,11 +289,9 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                     .as_ref()
                     .and_then(|o| o.udp_ports.first().copied())
                     .unwrap_or(0),
-                wireguard: None,
                 daemon: owner,
-                relays: Vec::new(),
-                tailscale: None,
                 notes,
+                ..ConfiguredTunnel::default()
             }
         }
         _ => ConfiguredTunnel::default(),

@@ -1,7 +1,7 @@
 //! Which interfaces carry a tunnel's encapsulated packets: the routes toward its
-//! configured endpoints (and relays), the device a VXLAN/GENEVE interface is pinned to, or, for TUN/TAP
-//! daemons whose endpoints are not configured, every plausible candidate (the one carrying
-//! the tunnel's port is chosen from the observation).
+//! configured endpoints (and relays), the device a VXLAN/GENEVE or IP tunnel is pinned to,
+//! or, for TUN/TAP daemons whose endpoints are not configured, every plausible candidate
+//! (the one carrying the tunnel's port is chosen from the observation).
 
 use super::iface::{IfaceKind, Interface};
 use super::link::LinkDetails;
@@ -30,6 +30,7 @@ pub(crate) fn is_tunnel_kind(k: &IfaceKind) -> bool {
             | IfaceKind::Tap
             | IfaceKind::Vxlan
             | IfaceKind::Geneve
+            | IfaceKind::IpTunnel(_)
     )
 }
 
@@ -68,7 +69,8 @@ pub async fn underlay(
         .vxlan
         .as_ref()
         .or(details.geneve.as_ref())
-        .and_then(|o| o.underlay_ifindex);
+        .and_then(|o| o.underlay_ifindex)
+        .or_else(|| details.ip_tunnel.as_ref()?.underlay_ifindex);
     if let Some(idx) = pinned {
         u.iface = all.iter().find(|i| i.index == idx).cloned().or(u.iface);
     }

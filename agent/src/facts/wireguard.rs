@@ -1,5 +1,6 @@
-//! WireGuard peers from the userspace implementation's UAPI socket
-//! (`/var/run/wireguard/NAME.sock`, the cross-platform configuration protocol that
+//! WireGuard devices and peers ([`Device`], [`Peer`]), read by [`query`]: kernel WireGuard
+//! over generic netlink ([`super::wg_netlink`]), userspace implementations from their UAPI
+//! socket (`/var/run/wireguard/NAME.sock`, the cross-platform configuration protocol that
 //! wireguard-go, boringtun and others serve): `get=1`, answered with `key=value` lines.
 
 use std::io::{BufRead, BufReader, Write};
@@ -90,52 +91,13 @@ pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
     })
 }
 
-/// The UAPI socket if there is one, else `wg show NAME dump` (kernel WireGuard, which
-/// wireguard-tools reads over generic netlink).
-pub fn query_uapi_or_cli(name: &str) -> std::io::Result<Option<Device>> {
+/// The device's state: from its UAPI socket if it has one (a userspace implementation),
+/// else from the kernel over generic netlink ([`super::wg_netlink`]).
+pub async fn query(name: &str) -> std::io::Result<Option<Device>> {
     if let Some(d) = query_uapi(name)? {
         return Ok(Some(d));
     }
-    Ok(wg_show(name))
-}
-
-/// Parses `wg show NAME dump`: a device line, then one tab-separated line per peer.
-fn wg_show(name: &str) -> Option<Device> {
-    let out = std::process::Command::new("wg")
-        .args(["show", name, "dump"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let dev_cols: Vec<&str> = lines.next()?.split('\t').collect();
-    let mut dev = Device {
-        name: name.to_owned(),
-        listen_port: dev_cols.get(2).and_then(|p| p.parse().ok()).unwrap_or(0),
-        ..Device::default()
-    };
-    for line in lines {
-        let c: Vec<&str> = line.split('\t').collect();
-        if c.len() < 8 {
-            continue;
-        }
-        dev.peers.push(Peer {
-            public_key: c[0].to_owned(),
-            endpoint: c[2].parse().ok(),
-            allowed_ips: c[3]
-                .split(',')
-                .filter(|s| !s.is_empty() && *s != "(none)")
-                .map(str::to_owned)
-                .collect(),
-            last_handshake_unix: c[4].parse().unwrap_or(0),
-            rx_bytes: c[5].parse().unwrap_or(0),
-            tx_bytes: c[6].parse().unwrap_or(0),
-            persistent_keepalive: c[7].parse().unwrap_or(0),
-        });
-    }
-    Some(dev)
+    super::wg_netlink::query(name).await.map(Some)
 }
 
 /// A key in hex (UAPI, Tailscale's `nodekey:`) as base64, the form `wg` prints.

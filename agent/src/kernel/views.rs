@@ -81,6 +81,12 @@ pub enum Encap {
     Tinc = 5,
     /// Another UDP VPN daemon (configured port).
     Other = 6,
+    /// GRE (IP protocol 47): gre, gretap, ip6gre, ip6gretap.
+    Gre = 7,
+    /// IPv4 inside IPv4 or IPv6 (IP protocol 4): ipip, ip6tnl mode ipip.
+    Ipip = 8,
+    /// IPv6 inside IPv4 or IPv6 (IP protocol 41): sit, ip6tnl mode ip6ip6.
+    Ip6In = 9,
 }
 
 impl Encap {
@@ -92,8 +98,17 @@ impl Encap {
             4 => Encap::Fastd,
             5 => Encap::Tinc,
             6 => Encap::Other,
+            7 => Encap::Gre,
+            8 => Encap::Ipip,
+            9 => Encap::Ip6In,
             _ => Encap::None,
         }
+    }
+
+    /// Recognised by the data plane from the IP protocol number, not a UDP port: a port
+    /// cannot be configured for it.
+    pub fn is_ip_protocol(self) -> bool {
+        matches!(self, Encap::Gre | Encap::Ipip | Encap::Ip6In)
     }
 }
 

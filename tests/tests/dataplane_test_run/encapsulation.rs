@@ -1,14 +1,15 @@
 //! Encapsulations: WireGuard messages by shape, VXLAN and GENEVE by port and header bits,
-//! and the tunnel ports a user names.
+//! GRE and IP in IP by protocol number and what follows, and the tunnel ports a user names.
 
 use std::mem::MaybeUninit;
+use std::net::IpAddr;
 
 use anyhow::Result;
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, TunnelPort};
 use netdoctor::kernel::views::Encap;
 use netdoctor_lab::ci;
-use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
+use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::expect::Expect;
 use crate::harness::{run_cases, with_dp, A, A6, B, B6, ETHER_1500, PROGRAMS};
@@ -128,6 +129,93 @@ fn vxlan_and_geneve(dp: &Dataplane<'_>) -> Result<()> {
     Ok(())
 }
 
+/// GRE (protocol 47, version 0), IPv4 inside (4) and IPv6 inside (41), over IPv4 and
+/// IPv6 (ip6tnl's encapsulation limit is a destination options header before them).
+fn ip_protocol_tunnels(dp: &Dataplane<'_>) -> Result<()> {
+    const GRE: u8 = 47;
+    const IPIP: u8 = 4;
+    const IPV6: u8 = 41;
+    let mut e = Expect::new(dp);
+    let inner4 = Ipv4::new(pkt::ICMP).build(&pkt::icmp(8, 0, [0, 1, 0, 1], &pkt::data(16)));
+    let inner6 = Ipv6::new().build(
+        pkt::ICMPV6,
+        &pkt::icmp(128, 0, [0, 1, 0, 1], &pkt::data(16)),
+    );
+    let gre = |head: &[u8], inner: &[u8]| [head, inner].concat();
+    let v4_cases: Vec<(u8, Vec<u8>, Encap)> = vec![
+        (GRE, gre(&[0, 0, 0x08, 0], &inner4), Encap::Gre),
+        // key, checksum and sequence number present; GRETAP's Ethernet inside
+        (
+            GRE,
+            gre(
+                &[0xb0, 0, 0x65, 0x58, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1],
+                &inner4,
+            ),
+            Encap::Gre,
+        ),
+        (
+            GRE,
+            gre(&[0x30, 0x81, 0x88, 0x0b], &pkt::data(12)),
+            Encap::None,
+        ), // PPTP's version 1
+        (GRE, vec![0, 0, 0x08], Encap::None), // 3 bytes
+        (IPIP, inner4.clone(), Encap::Ipip),
+        (IPIP, inner6.clone(), Encap::None), // protocol 4 with IPv6 inside
+        (IPV6, inner6.clone(), Encap::Ip6In), // sit
+        (IPV6, inner4.clone(), Encap::None),
+        (pkt::NONXT, inner4.clone(), Encap::None),
+    ];
+    let v6_cases: Vec<(Ipv6, u8, Vec<u8>, Encap)> = vec![
+        (Ipv6::new(), IPV6, inner6.clone(), Encap::Ip6In),
+        // ip6tnl's tunnel encapsulation limit: an 8-byte destination options header.
+        (
+            Ipv6::new().exts(&[Ext::Dest(0)]),
+            IPV6,
+            inner6.clone(),
+            Encap::Ip6In,
+        ),
+        (
+            Ipv6::new().exts(&[Ext::Dest(0)]),
+            IPIP,
+            inner4.clone(),
+            Encap::Ipip,
+        ),
+        (
+            Ipv6::new(),
+            GRE,
+            gre(&[0, 0, 0x86, 0xdd], &inner6),
+            Encap::Gre,
+        ),
+    ];
+    // GRE in a later fragment: no header to look at.
+    let mut later = Ipv4::new(GRE);
+    later.frag_offset = 10;
+    let later = pkt::eth(pkt::ETH_IPV4, &later.build(&gre(&[0, 0, 0x08, 0], &inner4)));
+    // One source address per case, so that each case is a flow of its own.
+    for kind in PROGRAMS {
+        e.on(kind);
+        for (i, (proto, payload, encap)) in v4_cases.iter().enumerate() {
+            let mut ip = Ipv4::new(*proto);
+            ip.src = [10, 0, 1, i as u8];
+            let frame = pkt::eth(pkt::ETH_IPV4, &ip.build(payload));
+            let key = (*proto, IpAddr::from(ip.src), 0, B, 0);
+            e.ip(&frame, 20 + payload.len() as u32, key)?.encap = *encap;
+        }
+        for (i, (ip6, proto, payload, encap)) in v6_cases.iter().enumerate() {
+            let mut ip6 = ip6.clone();
+            ip6.src[15] = 0x10 + i as u8;
+            let packet = ip6.build(*proto, payload);
+            let frame = pkt::eth(pkt::ETH_IPV6, &packet);
+            let key = (*proto, IpAddr::from(ip6.src), 0, B6, 0);
+            e.ip(&frame, packet.len() as u32, key)?.encap = *encap;
+        }
+        e.ip(&later, 20 + 4 + inner4.len() as u32, (GRE, A, 0, B, 0))?;
+        e.dir().fragments_later += 1;
+        e.check()?;
+    }
+    Ok(())
+}
+
 #[test]
 fn user_tunnel_ports() -> Result<()> {
     if !ci::lab_ready(&[]) {
@@ -207,7 +295,8 @@ fn user_tunnel_ports() -> Result<()> {
     })
 }
 
-/// WireGuard by shape, VXLAN and GENEVE by port and header bits.
+/// WireGuard by shape, VXLAN and GENEVE by port and header bits, GRE and IP in IP by
+/// protocol.
 #[test]
 fn encapsulations() -> Result<()> {
     if !ci::lab_ready(&[]) {
@@ -222,6 +311,7 @@ fn encapsulations() -> Result<()> {
                 wireguard_messages_by_shape,
             ),
             ("vxlan_and_geneve", ETHER_1500, vxlan_and_geneve),
+            ("ip_protocol_tunnels", ETHER_1500, ip_protocol_tunnels),
         ],
     )
 }

@@ -1,0 +1,140 @@
+//! WAN paths with netem, as tests/vm/wan.sh left them: cubic and bbr on a lossy path, the
+//! loss-based estimate (Mathis) against iperf3, high retransmissions, a kernel WireGuard MTU
+//! error and a PMTU blackhole behind long round trips, each with its twin.
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::kernel_lane::Run;
+
+use super::{diagnosis, Failures};
+
+const CUBIC: &str = "tcp.cubic_on_lossy_path";
+const RETRANS: &str = "tcp.high_retransmits";
+
+/// iperf3's received rate in case file `name` (JSON), bits/s.
+fn iperf3_bps(run: &Run, name: &str) -> Result<f64> {
+    let v = run.json(name)?;
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .with_context(|| format!("{name}: no end.sum_received: {:.300}", v.to_string()))
+}
+
+/// Whether tcp.high_retransmits' condition holds on the facts (its TOML, read here).
+fn retrans_says(d: &Diagnosis) -> Result<bool> {
+    let t = d.at("/facts/traffic")?;
+    let by_traffic =
+        t["tcp_segments"].as_i64() >= Some(1000) && t["tcp_retrans_ratio"].as_f64() > Some(0.02);
+    let by_flow = d.flows().iter().any(|f| {
+        f["data_segs_sent"].as_i64() >= Some(1000) && f["retrans_ratio"].as_f64() > Some(0.02)
+    });
+    Ok(by_traffic || by_flow)
+}
+
+/// The cubic finding at (rtt, loss): its numbers; returns (estimate, netdoctor's measured
+/// rate, iperf3's cubic rate) in bits/s.
+fn cubic(run: &Run, point: &str, rtt_ms: f64) -> Result<(f64, f64, f64)> {
+    let case = format!("wan_cubic_{point}");
+    let d = diagnosis(run, &case)?;
+    let f = d.expect_finding(CUBIC, "warning")?;
+    let ev = &f["evidence"];
+    let num = |k: &str| ev[k].as_f64().unwrap_or(-1.0);
+    let (estimate, moved, srtt) = (
+        num("loss_based_limit_bps"),
+        num("throughput_bps"),
+        num("srtt_ms"),
+    );
+    ensure!(
+        estimate > 0.0
+            && moved > 0.0
+            && srtt >= rtt_ms * 0.9
+            && num("host_throughput_bps") >= moved,
+        "the finding's evidence lacks the estimate, the rate or the round trip: {ev}"
+    );
+    let summary = f["summary"].as_str().unwrap_or_default();
+    ensure!(
+        summary.contains("can sustain about")
+            && summary.contains("Mbit/s")
+            && summary.contains("ms RTT"),
+        "summary: {summary}"
+    );
+    Ok((estimate, moved, iperf3_bps(run, &format!("{case}.iperf3"))?))
+}
+
+fn wan_cases(run: &Run, failures: &mut Failures) {
+    failures.check("wan_bbr_60_5", run, || {
+        let d = diagnosis(run, "wan_bbr_60_5")?;
+        d.assert_none_of(&[CUBIC])?;
+        let says = retrans_says(&d)?;
+        ensure!(
+            d.all(RETRANS).is_empty() != says,
+            "{RETRANS} present: {}, its condition on the facts: {says}:\n{}",
+            !d.all(RETRANS).is_empty(),
+            d.describe()
+        );
+        Ok(())
+    });
+    failures.check("wan_retrans_20_10", run, || {
+        let d = diagnosis(run, "wan_retrans_20_10")?;
+        d.expect_finding(RETRANS, "warning")?;
+        d.assert_none_of(&[CUBIC])
+    });
+    failures.check("wan_retrans_20_05", run, || {
+        diagnosis(run, "wan_retrans_20_05")?.assert_none_of(&[RETRANS, CUBIC])
+    });
+    failures.check("wan_wg1500", run, || {
+        let d = diagnosis(run, "wan_wg1500")?;
+        d.expect_finding("mtu.tunnel_exceeds_underlay", "critical")?;
+        d.check_exit_code()
+    });
+    failures.check("wan_wg1440", run, || {
+        diagnosis(run, "wan_wg1440")?.expect_healthy()
+    });
+    failures.check("wan_blackhole", run, || {
+        let d = diagnosis(run, "wan_blackhole")?;
+        d.expect_finding("pmtu.blackhole", "critical")?;
+        Ok(())
+    });
+    failures.check("wan_pmtud", run, || {
+        diagnosis(run, "wan_pmtud")?.assert_none_of(&["pmtu.blackhole"])
+    });
+}
+
+/// Every case of the suite; returns whether all held and the estimate-vs-iperf3 table.
+pub fn check(run: &Run, failures: &mut Failures) -> (bool, String) {
+    let before = failures.0.len();
+    wan_cases(run, failures);
+    let mut table = format!(
+        "loss-based estimate vs iperf3 on {} (Mbit/s):\n| RTT ms | loss % | estimate | \
+         netdoctor saw cubic move | iperf3 cubic | iperf3 bbr | cubic / estimate |\n|---|---|---|---|---|---|---|\n",
+        run.name
+    );
+    for (point, rtt, loss, bbr) in [
+        ("60_5", 60.0, 5.0, "wan_bbr_60_5.iperf3"),
+        ("20_2", 20.0, 2.0, "wan_bbr_20_2.iperf3"),
+        ("200_1", 200.0, 1.0, "wan_bbr_200_1.iperf3"),
+    ] {
+        failures.check(&format!("wan_cubic_{point}"), run, || {
+            let (estimate, moved, iperf_cubic) = cubic(run, point, rtt)?;
+            let iperf_bbr = iperf3_bps(run, bbr)?;
+            let ratio = iperf_cubic / estimate;
+            table.push_str(&format!(
+                "| {rtt} | {loss} | {:.2} | {:.2} | {:.2} | {:.2} | {ratio:.2} |\n",
+                estimate / 1e6,
+                moved / 1e6,
+                iperf_cubic / 1e6,
+                iperf_bbr / 1e6
+            ));
+            // Mathis is an upper bound of the order of what cubic gets ("≲"): within a
+            // factor of 3 either way, and bbr, which does not read loss as congestion, ahead.
+            ensure!(
+                (1.0 / 3.0..=3.0).contains(&ratio) && iperf_bbr > iperf_cubic,
+                "at {rtt} ms and {loss} % the estimate is {:.2} Mbit/s, iperf3 moved cubic {:.2}, bbr {:.2}",
+                estimate / 1e6,
+                iperf_cubic / 1e6,
+                iperf_bbr / 1e6
+            );
+            Ok(())
+        });
+    }
+    (failures.0.len() == before, table)
+}

@@ -1,0 +1,155 @@
+# The kernel lane's tunnel cases (sourced by cases.sh with the suite `tunnels`): bonds under
+# kernel WireGuard, and every overlay the host's kernel lacks (GENEVE, GRE, GRETAP, IPIP, sit,
+# ip6tnl), each with its MTU too big for the underlay and then right. Like cases.sh it only
+# builds the setups, drives the binary and records; kernel_matrix.rs asserts.
+#
+# Uses cases.sh's $ND, $OUT, $T, $WORK, $A, $B, $VA, $VB, in_a, in_b.
+# Per case CASE: CASE.out/.err/.rc as in cases.sh; `bond_*.members` (bytes each bond member
+# sent during the case); `tunnel_*.unsupported` when the kernel cannot create the device.
+
+# diag CASE NS IFACE ARGS...: `netdoctor diagnose IFACE --json ARGS` in namespace NS.
+diag() {
+    c=$1 ns=$2 ifc=$3
+    shift 3
+    nsenter --net=/run/netns/$ns "$ND" -v diagnose "$ifc" --json "$@" >"$OUT/$c.out" 2>"$OUT/$c.err"
+    echo $? >"$OUT/$c.rc"
+}
+
+# tx bytes of interface $2 in namespace $1 (`ip netns exec` mounts that namespace's /sys;
+# nsenter would show the initial one's).
+tx_bytes() { ip netns exec $1 cat /sys/class/net/$2/statistics/tx_bytes 2>/dev/null || echo 0; }
+
+# --- Bonds: kernel WireGuard over a two-member bond (veth members), iperf3 through the tunnel.
+# bond CASE MODE POLICY
+BA=ndba$T
+BB=ndbb$T
+bond_case() {
+    c=$1 mode=$2 policy=$3
+    ip netns add $BA && ip netns add $BB || return
+    for m in 0 1; do
+        ip link add ndm$m$T netns $BA type veth peer name ndm$m$T netns $BB
+    done
+    for ns in $BA $BB; do
+        nsenter --net=/run/netns/$ns ip link set lo up
+        # lacp_rate exists in 802.3ad mode only: LACP agrees within seconds, not 30.
+        fast=
+        [ "$mode" = 802.3ad ] && fast="lacp_rate fast"
+        # shellcheck disable=SC2086
+        if ! nsenter --net=/run/netns/$ns ip link add ndbond$T type bond mode $mode \
+            xmit_hash_policy $policy miimon 100 $fast 2>"$OUT/$c.unsupported"; then
+            ip netns del $BA; ip netns del $BB
+            return
+        fi
+        for m in 0 1; do
+            nsenter --net=/run/netns/$ns ip link set ndm$m$T master ndbond$T
+            nsenter --net=/run/netns/$ns ip link set ndm$m$T up
+        done
+        nsenter --net=/run/netns/$ns ip link set ndbond$T up
+    done
+    rm -f "$OUT/$c.unsupported"
+    nsenter --net=/run/netns/$BA ip addr add 10.20.0.1/24 dev ndbond$T
+    nsenter --net=/run/netns/$BB ip addr add 10.20.0.2/24 dev ndbond$T
+    # 802.3ad needs LACP to agree before the bond carries anything.
+    i=0
+    until nsenter --net=/run/netns/$BA ping -c 1 -W 1 10.20.0.2 >/dev/null; do
+        i=$((i + 1))
+        [ $i -gt 20 ] && break
+    done
+    wg_pair $BA $BB ndbwa$T ndbwb$T 10.20.0.1 10.20.0.2 10.21.0 1420
+    nsenter --net=/run/netns/$BB iperf3 -s -D -p 5301
+    sleep 0.5
+    before0=$(tx_bytes $BA ndm0$T) before1=$(tx_bytes $BA ndm1$T)
+    nsenter --net=/run/netns/$BA iperf3 -c 10.21.0.2 -p 5301 -t 30 >/dev/null 2>&1 &
+    LOAD=$!
+    sleep 1
+    diag $c $BA ndbwa$T --duration 3s --no-probe
+    kill $LOAD 2>/dev/null
+    wait $LOAD 2>/dev/null
+    echo "$(($(tx_bytes $BA ndm0$T) - before0)) $(($(tx_bytes $BA ndm1$T) - before1))" >"$OUT/$c.members"
+    ip netns pids $BA | xargs -r kill 2>/dev/null
+    ip netns pids $BB | xargs -r kill 2>/dev/null
+    ip netns del $BA
+    ip netns del $BB
+}
+
+# wg_pair NS_A NS_B IF_A IF_B UNDERLAY_A UNDERLAY_B INNER_PREFIX MTU: a kernel WireGuard
+# tunnel INNER_PREFIX.1 <-> .2 between the underlay addresses (IPv6 ones are bracketed).
+wg_pair() {
+    nsa=$1 nsb=$2 ifa=$3 ifb=$4 ua=$5 ub=$6 inner=$7 mtu=$8
+    umask 077
+    wg genkey >"$WORK/$ifa.key"
+    wg genkey >"$WORK/$ifb.key"
+    ep() { case $1 in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
+    nsenter --net=/run/netns/$nsa ip link add $ifa type wireguard
+    nsenter --net=/run/netns/$nsb ip link add $ifb type wireguard
+    nsenter --net=/run/netns/$nsa wg set $ifa private-key "$WORK/$ifa.key" listen-port 51830 \
+        peer "$(wg pubkey <"$WORK/$ifb.key")" allowed-ips $inner.2/32 endpoint "$(ep $ub):51830"
+    nsenter --net=/run/netns/$nsb wg set $ifb private-key "$WORK/$ifb.key" listen-port 51830 \
+        peer "$(wg pubkey <"$WORK/$ifa.key")" allowed-ips $inner.1/32 endpoint "$(ep $ua):51830"
+    nsenter --net=/run/netns/$nsa ip addr add $inner.1/24 dev $ifa
+    nsenter --net=/run/netns/$nsb ip addr add $inner.2/24 dev $ifb
+    nsenter --net=/run/netns/$nsa ip link set $ifa mtu $mtu up
+    nsenter --net=/run/netns/$nsb ip link set $ifb mtu $mtu up
+    nsenter --net=/run/netns/$nsa ping -c 2 -i 0.2 -W 5 $inner.2 >/dev/null
+}
+
+# The two scenarios that were #[ignore]d on the host (seed 5, diagnose_gateway's bond), then
+# 802.3ad; each layer-2 hash with its layer3+4 twin.
+bond_case bond_xor_l2 balance-xor layer2
+bond_case bond_xor_l34 balance-xor layer3+4
+bond_case bond_lacp_l23 802.3ad layer2+3
+bond_case bond_lacp_l34 802.3ad layer3+4
+
+# --- Overlays over the veth of cases.sh (10.9.0.1 <-> 10.9.0.2, fd09::1 <-> fd09::2): for
+# each type one tunnel, diagnosed at MTU 1500 (too big: critical) and at the largest MTU
+# that fits while full-size pings cross it (healthy, and the overhead measured on the
+# underlay equals the expected one).
+ipv6_on
+
+# overlay NAME FAMILY(4|6 inside) FITS TYPE ARGS...: creates ndtNAME$T on both ends.
+overlay() {
+    name=$1 inner=$2 fits=$3 type=$4
+    shift 4
+    ta=ndt$name$T
+    local4=10.9.0.1 remote4=10.9.0.2 local6=fd09::1 remote6=fd09::2
+    args_a=$(echo "$*" | sed "s/LOCAL6/$local6/; s/REMOTE6/$remote6/; s/LOCAL/$local4/; s/REMOTE/$remote4/")
+    args_b=$(echo "$*" | sed "s/LOCAL6/$remote6/; s/REMOTE6/$local6/; s/LOCAL/$remote4/; s/REMOTE/$local4/")
+    # shellcheck disable=SC2086
+    if ! in_a ip link add $ta type $type $args_a 2>"$OUT/tunnel_$name.unsupported"; then
+        return
+    fi
+    rm -f "$OUT/tunnel_$name.unsupported"
+    # shellcheck disable=SC2086
+    in_b ip link add $ta type $type $args_b
+    if [ "$inner" = 4 ]; then
+        in_a ip addr add 10.30.0.1/24 dev $ta
+        in_b ip addr add 10.30.0.2/24 dev $ta
+        peer=10.30.0.2 hdr=28
+    else
+        in_a ip addr add fd30::1/64 dev $ta nodad
+        in_b ip addr add fd30::2/64 dev $ta nodad
+        peer=fd30::2 hdr=48
+    fi
+    for side in in_a in_b; do
+        $side ip link set $ta mtu 1500 up
+    done
+    in_a ping -c 2 -i 0.2 -W 5 $peer >/dev/null
+    diag tunnel_$name $A $ta --duration 2s --no-probe
+    for side in in_a in_b; do
+        $side ip link set $ta mtu $fits
+    done
+    in_a ping -c 1 -W 5 $peer >/dev/null
+    # Full-size pings (DF) both ways inside the window: the overhead is measured from them.
+    start_case tunnel_${name}_fits $A diagnose $ta --json --duration 3s --no-probe
+    in_a ping -c 10 -i 0.2 -W 2 -M do -s $((fits - hdr)) $peer >/dev/null
+    finish_case tunnel_${name}_fits
+    in_a ip link del $ta
+    in_b ip link del $ta 2>/dev/null
+}
+
+overlay geneve 4 1450 geneve id 42 remote REMOTE ttl 64 df set udpcsum
+overlay ipip 4 1480 ipip local LOCAL remote REMOTE
+overlay gre 4 1464 gre local LOCAL remote REMOTE key 7 csum seq
+overlay gretap 4 1462 gretap local LOCAL remote REMOTE
+overlay sit 6 1480 sit local LOCAL remote REMOTE
+overlay ip6tnl 6 1452 ip6tnl local LOCAL6 remote REMOTE6 mode ip6ip6

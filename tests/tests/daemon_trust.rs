@@ -3,8 +3,8 @@
 //! point at them. A stand-in daemon (`fake-tun-daemon`, which leaves a marker file when
 //! run with `--version`) holds a TAP device in a lab namespace, named and owned as each
 //! case needs; `diagnose` of the device must say what it did not read, and why. The same
-//! for tailscaled: its LocalAPI socket (`--socket`) is asked only when root runs the daemon
-//! and owns the socket.
+//! for tailscaled: its LocalAPI socket (`--socket`) is asked only when root runs the daemon,
+//! owns the socket and listens on it.
 //!
 //! Needs root; skips elsewhere, fails under CI=true.
 
@@ -286,34 +286,22 @@ fn a_wireguard_socket_a_user_owns_is_not_believed() -> Result<()> {
     Ok(())
 }
 
-/// A stand-in for tailscaled's LocalAPI at `path`, owned by `uid`: answers every request
-/// with one peer named `fake-peer` (status) or an empty DERP map, as HTTP/1.1.
-fn fake_localapi(path: &Path, uid: u32) -> Result<()> {
-    use std::io::{Read, Write};
-    let listener = std::os::unix::net::UnixListener::bind(path)?;
-    own(path, uid)?;
-    let status = format!(
-        r#"{{"BackendState":"Running","Self":{{"Relay":"x"}},"Peer":{{"nodekey:{k}":{{"PublicKey":"nodekey:{k}","HostName":"fake-peer","Relay":"x","RxBytes":1,"TxBytes":2}}}}}}"#,
-        k = "ab".repeat(32)
-    );
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut buf = [0u8; 2048];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let body = if request.contains("/localapi/v0/status") {
-                status.as_str()
-            } else {
-                r#"{"Regions":{}}"#
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
+/// `--serve-localapi PATH`: the stand-in answers as tailscaled's LocalAPI there.
+fn serve(path: &Path) -> [String; 2] {
+    ["--serve-localapi".to_owned(), path.display().to_string()]
+}
+
+/// Waits for the stand-in to listen on `path` (it does so once it runs as its user).
+fn listening(path: &Path) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     Ok(())
 }
 
@@ -324,11 +312,24 @@ fn a_tailscaled_or_socket_a_user_controls_is_not_believed() -> Result<()> {
     }
     let ns = Netns::new()?;
     let dir = tempfile::tempdir()?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    // Writable by everyone (sticky), as /tmp: the user's stand-in creates its socket here.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))?;
     let roots = dir.path().join("root.sock");
     let users = dir.path().join("user.sock");
-    fake_localapi(&roots, 0)?;
-    fake_localapi(&users, USER)?;
+    let swapped = dir.path().join("swapped.sock");
+    // LocalAPI stand-ins: root's; root's whose socket file the user owns; the user's whose
+    // socket file root owns (what a user who replaced root's socket in between would leave).
+    let [a, b] = serve(&roots);
+    let _root_api = Daemon::start(&ns, "localapi", 0, 0, &[&a, &b])?;
+    let [a, b] = serve(&users);
+    let _given_api = Daemon::start(&ns, "localapi", 0, 0, &[&a, &b])?;
+    let [a, b] = serve(&swapped);
+    let _user_api = Daemon::start(&ns, "localapi", USER, USER, &[&a, &b])?;
+    for p in [&roots, &users, &swapped] {
+        listening(p)?;
+    }
+    own(&users, USER)?;
+    own(&swapped, 0)?;
     let socket = |p: &Path| format!("--socket={}", p.display());
 
     // A "tailscaled" the user runs: not taken for WireGuard, its socket not asked.
@@ -349,6 +350,23 @@ fn a_tailscaled_or_socket_a_user_controls_is_not_believed() -> Result<()> {
     ensure!(
         !d.fact("peers").to_string().contains("fake-peer"),
         "{}",
+        d.describe()
+    );
+    drop(root_daemon);
+
+    // A socket root owns but the user listens on: not believed either.
+    let root_daemon = Daemon::start(&ns, "tailscaled", 0, 0, &[&socket(&swapped)])?;
+    let d = diagnose(&ns, &root_daemon.ifname)?;
+    expect_note(
+        &d,
+        &[
+            "Tailscale peers",
+            "served by a process of uid 65534, not root",
+        ],
+    )?;
+    ensure!(
+        !d.fact("peers").to_string().contains("fake-peer"),
+        "a socket uid {USER} listens on was believed: {}",
         d.describe()
     );
     drop(root_daemon);

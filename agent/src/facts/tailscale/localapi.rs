@@ -1,5 +1,5 @@
 //! tailscaled's LocalAPI: HTTP/1.1 over its unix socket (hyper), asked only when root or
-//! netdoctor's own user owns the socket.
+//! netdoctor's own user owns the socket and the process listening on it.
 //!
 //! The requests are those of tailscale's own client (`client/local`): `GET /localapi/v0/…`
 //! with `Host: local-tailscaled.sock`; tailscaled refuses requests with another host, a
@@ -25,6 +25,11 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 /// The status document grows with the tailnet (about 2 KiB per peer).
 const MAX_BODY: usize = 32 << 20;
 
+/// Whether `uid` is root or this process's user.
+fn trusted_uid(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+}
+
 /// `path` if it is a socket that root (or this process's user) owns: another user could
 /// listen there and answer with peers of their choosing.
 pub fn trusted_socket(path: &Path) -> Result<PathBuf, Error> {
@@ -32,11 +37,28 @@ pub fn trusted_socket(path: &Path) -> Result<PathBuf, Error> {
     if !meta.file_type().is_socket() {
         return Err(Error::NotASocket(path.to_owned()));
     }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != 0 && meta.uid() != me {
+    if !trusted_uid(meta.uid()) {
         return Err(Error::Untrusted(path.to_owned(), meta.uid()));
     }
     Ok(path.to_owned())
+}
+
+/// Connects to the trusted socket at `path` and checks who listens on it (SO_PEERCRED): the
+/// file checked before connecting may have been replaced in between by a user who can write
+/// to its directory, so the listener must be root's (or this user's) too.
+async fn connect(path: &Path) -> Result<tokio::net::UnixStream, Error> {
+    let socket = trusted_socket(path)?;
+    let stream = tokio::net::UnixStream::connect(&socket)
+        .await
+        .map_err(|e| Error::Io(socket.clone(), e))?;
+    let listener = stream
+        .peer_cred()
+        .map_err(|e| Error::Io(socket.clone(), e))?
+        .uid();
+    if !trusted_uid(listener) {
+        return Err(Error::UntrustedListener(socket, listener));
+    }
+    Ok(stream)
 }
 
 /// `GET /localapi/v0/{what}` on the socket at `socket`, its JSON body decoded.
@@ -49,11 +71,8 @@ pub async fn get<T: DeserializeOwned>(socket: &Path, what: &str) -> Result<T, Er
 }
 
 async fn fetch(socket: &Path, uri: &str) -> Result<Bytes, Error> {
-    let socket = trusted_socket(socket)?;
     let http = |e: &dyn std::fmt::Display| Error::Http(uri.to_owned(), e.to_string());
-    let stream = tokio::net::UnixStream::connect(&socket)
-        .await
-        .map_err(|e| Error::Io(socket.clone(), e))?;
+    let stream = connect(socket).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| http(&e))?;

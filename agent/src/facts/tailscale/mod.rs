@@ -34,6 +34,9 @@ pub enum Error {
     /// The socket belongs to another user.
     #[error("{0} belongs to uid {1}, not root: not asked")]
     Untrusted(PathBuf, u32),
+    /// The process listening on the socket runs as another user.
+    #[error("{0} is served by a process of uid {1}, not root: not asked")]
+    UntrustedListener(PathBuf, u32),
     /// Something else than a socket is at the path.
     #[error("{0} is not a socket")]
     NotASocket(PathBuf),

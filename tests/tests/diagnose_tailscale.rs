@@ -299,6 +299,20 @@ fn tailscale_lane_direct_path_gives_no_relay_finding() -> Result<()> {
         t["paths"][0]["path"] == "direct" && t["paths"][0]["host"] == mesh.b.host,
         "flows paths: {t}"
     );
+    // `netdoctor wireguard` reads the same peer from tailscaled.
+    let out = netdoctor::run(
+        Some(&mesh.ns_a),
+        &["wireguard", &mesh.a.ifname],
+        Duration::from_secs(30),
+    )?;
+    let device: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("wireguard: {}", String::from_utf8_lossy(&out.stderr)))?;
+    ensure!(
+        device["listen_port"] == PORT
+            && device["peers"][0]["public_key"] == p["name"]
+            && device["peers"][0]["endpoint"] == endpoint.as_str(),
+        "netdoctor wireguard: {device}"
+    );
     println!(
         "direct: findings {:?}; {:.0} s",
         d.ids(),

@@ -61,12 +61,28 @@ export function interfaces(now) {
     underlay_iface: 'eth0', underlay_mtu: 1500, path_mtu: -1, effective_underlay_mtu: 1500, max_mtu: 1450,
     port: 4789, endpoints: ['192.0.2.7:4789'], daemon: '', underlay_fragments: 0, underlay_bond_policy: '', underlay_bond_mode: '',
   };
+  const tsTunnel = {
+    ...wgTunnel, family: 'ipv4', overhead_measured: 60, max_mtu: 1440, usual_mtu: 1280, port: 41641,
+    endpoints: ['198.51.100.20:41641'], daemon: 'tailscaled', underlay_fragments: 0,
+  };
+  const tsPeer = (over) => ({
+    family: 'ipv4', allowed_ips: ['100.64.0.2/32'], handshake_age_s: 12, keepalive_s: 0, initiations_sent: 0,
+    responses_received: 0, path_mtu: -1, blackhole: false, derp_region: 'fra', derp_servers: ['192.0.2.30:443'],
+    online: true, ...over,
+  });
+  const tsPeers = [
+    tsPeer({ name: WG_KEY2, host: 'db-1', endpoint: '', path: 'derp', tx_bytes_delta: 6100000, rx_bytes_delta: 180000, derp_bytes: 6500000, udp_bytes: 0 }),
+    tsPeer({ name: WG_KEY, host: 'web-2', endpoint: '198.51.100.20:41641', path: 'direct', tx_bytes_delta: 2200000, rx_bytes_delta: 90000, derp_bytes: 300, udp_bytes: 2400000 }),
+  ];
   const base = { hooks: { ingress: 'tc', egress: 'tc', method: 'link' }, counters: counters(), updated_ms: now - 3000 };
   const wobble = 1 + 0.2 * Math.sin(now / 20000);
   return [
     { ...base, name: 'wg0', index: 7, kind: 'wireguard', mtu: 1480, up: true, watched: true,
       rates: { rx_bps: 3.1e6 * wobble, tx_bps: 88.4e6 * wobble, rx_pps: 410, tx_pps: 7400 },
       facts: facts('wg0', 'wireguard', 1480, wgTunnel, wgPeers, 0.031), worst_severity: 'critical' },
+    { ...base, name: 'tailscale0', index: 12, kind: 'wireguard', mtu: 1280, up: true, watched: true,
+      rates: { rx_bps: 0.3e6 * wobble, tx_bps: 8.3e6 * wobble, rx_pps: 60, tx_pps: 800 },
+      facts: facts('tailscale0', 'wireguard', 1280, tsTunnel, tsPeers, 0.14), worst_severity: 'warning' },
     { ...base, name: 'eth0', index: 2, kind: 'physical', mtu: 1500, up: true, watched: true,
       rates: { rx_bps: 92.2e6 * wobble, tx_bps: 4.2e6, rx_pps: 7800, tx_pps: 600 },
       facts: facts('eth0', 'physical', 1500, null, [], 0.0004), worst_severity: null },

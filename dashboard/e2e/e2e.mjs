@@ -12,7 +12,9 @@
 //    "fix": "mtu 1440",                           ...whose fix text contains this
 //    "cc": "cubic",                               the sockets table has a connection with this cc
 //    "interface": "wg0",                          the interface for finding, cc, charts, diagnose
-//    "diagnose_finding": "mtu.tunnel_exceeds_underlay"}  the "Diagnose now" report lists it
+//    "diagnose_finding": "mtu.tunnel_exceeds_underlay",  the "Diagnose now" report lists it
+//    "peers": {"tailscale0": [{"host": "node-b", "path": "derp", "text": "DERP relay"}]}}
+//                                                 the card's peers table has such a row
 //
 // At 1280x800 and at 400x800 it loads the page, fails on any console error, page error,
 // failed request or HTTP error response, checks the above, that the page does not overflow
@@ -198,6 +200,17 @@ async function checkOverview(page, tag) {
       await page.waitForTimeout(1000);
     }
     log(`[${tag}] card ${name}: MTU ${mtu}`);
+  }
+  for (const [name, rows] of Object.entries(exp.peers || {})) {
+    for (const want of rows) {
+      let sel = `[data-testid="peers-${name}"] tr[data-testid="peer-row"]`;
+      if (want.host) sel += `[data-host=${cssStr(want.host)}]`;
+      if (want.path) sel += `[data-path=${cssStr(want.path)}]`;
+      await waitFor(page, sel, `overview: ${name}'s peers table, a row ${JSON.stringify(want)}`);
+      const text = ((await page.locator(sel).first().innerText()) || '').replace(/\s+/g, ' ').trim();
+      if (want.text && !text.includes(want.text)) fail(`overview: ${name}'s peer row ${JSON.stringify(text)} does not contain ${JSON.stringify(want.text)}`);
+      log(`[${tag}] card ${name}: peer ${text}`);
+    }
   }
   await settled(page, `[${tag}] overview`);
   await shot(page, `${tag}-overview`);

@@ -11,12 +11,11 @@
 //! listens on loopback: the test thread enters it once the lab is built (`setns` affects
 //! only the calling thread, and children inherit it).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
+use netdoctor_lab::dashboard::{self, enter, repo_root, require_browser_or_skip};
 use netdoctor_lab::grafana::{Dashboard, Substitutions};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
 use netdoctor_lab::wait::eventually;
@@ -24,30 +23,6 @@ use netdoctor_lab::{ci, wg_over_pair, BgProcess, Iperf3Server, Netns, PairTopolo
 
 const WG_MTU: u32 = 1480;
 const FINDING: &str = "mtu.tunnel_exceeds_underlay";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-/// Chromium, Node and the dashboard's npm packages (installed by `.ci/setup`).
-fn require_browser_or_skip() -> bool {
-    let playwright = repo_root().join("dashboard/node_modules/playwright-core");
-    if !ci::on_path("chromium") || !ci::on_path("node") || !playwright.exists() {
-        return ci::skip(
-            "the dashboard test needs chromium, node and `npm ci --prefix dashboard` (run .ci/setup)",
-        );
-    }
-    true
-}
-
-fn enter(ns: &Netns) -> Result<()> {
-    let file = std::fs::File::open(ns.path())?;
-    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
-    Ok(())
-}
 
 struct Lab {
     // Field order is drop order: traffic and tunnel before the namespaces.
@@ -217,7 +192,7 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
         "cc": "cubic",
         "interface": wg,
     });
-    dashboard_e2e(&agent, &expect, &shots, None)?;
+    dashboard::e2e(&agent, None, &expect, &shots, None)?;
     drop(prom);
     drop(agent);
     let dir = tempfile::tempdir()?;
@@ -236,43 +211,7 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
         ],
         Some(token),
     )?;
-    dashboard_e2e(&agent, &expect, &shots.join("token"), Some(token))?;
+    dashboard::e2e(&agent, None, &expect, &shots.join("token"), Some(token))?;
     ensure!(lab.traffic.is_running(), "iperf3 ended early");
-    Ok(())
-}
-
-/// Runs `dashboard/e2e/e2e.mjs` in headless Chromium against `agent`, with `token` if
-/// given, saving screenshots to `shots`.
-fn dashboard_e2e(
-    agent: &Agent,
-    expect: &serde_json::Value,
-    shots: &Path,
-    token: Option<&str>,
-) -> Result<()> {
-    std::fs::create_dir_all(shots)?;
-    let mut command = Command::new("node");
-    command
-        .arg(repo_root().join("dashboard/e2e/e2e.mjs"))
-        .arg("--url")
-        .arg(format!("http://{}/", agent.addr()))
-        .arg("--screenshots")
-        .arg(shots)
-        .arg("--expect")
-        .arg(expect.to_string());
-    if let Some(t) = token {
-        command.arg("--token").arg(t);
-    }
-    let out = command.output().context("running dashboard/e2e/e2e.mjs")?;
-    if !out.status.success() {
-        bail!(
-            "dashboard e2e{} failed ({}):\n{}\n{}\nagent stderr:\n{}",
-            if token.is_some() { " with a token" } else { "" },
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            netdoctor_lab::agent::tail(&agent.stderr(), 3000)
-        );
-    }
-    println!("{}", String::from_utf8_lossy(&out.stdout));
     Ok(())
 }

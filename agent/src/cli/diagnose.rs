@@ -105,7 +105,18 @@ fn print(r: &Report, color: bool, width: usize) {
                 -1 => String::new(),
                 s => format!(", handshake {s} s ago"),
             };
-            println!("  peer {} {}{}", p.name, p.endpoint, hs);
+            let host = if p.host.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", p.host)
+            };
+            let path = match p.path.as_str() {
+                "" => String::new(),
+                "derp" => format!(", relayed by DERP region {}", p.derp_region),
+                "peer_relay" => ", relayed by a peer relay".to_owned(),
+                other => format!(", {other}"),
+            };
+            println!("  peer {}{host} {}{path}{hs}", p.name, p.endpoint);
         }
     }
     if f.probe.ran {

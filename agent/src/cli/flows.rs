@@ -9,6 +9,9 @@ use serde::Serialize;
 
 use super::{output, FlowsArgs};
 use crate::facts::iface::{self, Interface};
+use crate::facts::tailscale::PeerPath;
+use crate::facts::wireguard::Peer;
+use crate::facts::{link, tunnel};
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
 use crate::kernel::packet::flows::{top_by_bytes, Flow};
 use crate::kernel::packet::too_big::TooBig;
@@ -50,6 +53,40 @@ pub struct FlowsReport {
     /// Close events the kernel could not queue (ring buffer full): short connections
     /// that may be missing from `sockets`.
     pub close_events_lost: u64,
+    /// The WireGuard tunnel the interface carries and its peers, read when the observation
+    /// ended (null for other interfaces).
+    pub tunnel: Option<TunnelPeers>,
+}
+
+/// A WireGuard interface's peers (kernel, wireguard-go, tailscaled).
+#[derive(Debug, Serialize)]
+pub struct TunnelPeers {
+    /// "wireguard".
+    pub kind: String,
+    /// The daemon serving it ("tailscaled", "" for kernel WireGuard).
+    pub daemon: String,
+    /// Its UDP port.
+    pub port: u16,
+    /// Its peers: keys, current endpoints, counters, last handshakes.
+    pub peers: Vec<Peer>,
+    /// Each peer's path, as tailscaled reports it (empty for other daemons).
+    pub paths: Vec<PeerPath>,
+}
+
+impl TunnelPeers {
+    /// The peers of `iface`'s WireGuard tunnel, if it carries one whose peers can be read.
+    async fn read(iface: &Interface) -> Option<Self> {
+        let details = link::details(iface.index).await.ok()?;
+        let tun = tunnel::identify(iface, &details).await;
+        let device = tun.wireguard?;
+        Some(TunnelPeers {
+            kind: "wireguard".into(),
+            daemon: tun.daemon.map(|d| d.command).unwrap_or_default(),
+            port: device.listen_port,
+            peers: device.peers,
+            paths: tun.tailscale.map(|t| t.paths.peers).unwrap_or_default(),
+        })
+    }
 }
 
 impl FlowsReport {
@@ -95,6 +132,7 @@ impl FlowsReport {
             socket_signals,
             close_events_lost,
             interface: iface,
+            tunnel: None,
         })
     }
 }
@@ -139,8 +177,9 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     })
     .await;
     let sockets = probes.as_ref().zip(baseline.as_ref());
-    let report = FlowsReport::collect(&dp, sockets, iface, hooks, started.elapsed(), args.top)?;
+    let mut report = FlowsReport::collect(&dp, sockets, iface, hooks, started.elapsed(), args.top)?;
     drop(dp);
+    report.tunnel = TunnelPeers::read(&report.interface).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

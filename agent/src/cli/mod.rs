@@ -102,7 +102,7 @@ pub enum Command {
     /// Print what netdoctor reads of a WireGuard interface, as JSON: listen port, and per
     /// peer its endpoint, allowed IPs, latest handshake, byte counters and keepalive.
     /// Kernel WireGuard is read over generic netlink (as `wg show` does), userspace
-    /// implementations from their UAPI socket; nothing is run.
+    /// implementations from their UAPI socket, tailscaled from its LocalAPI; nothing is run.
     ///
     /// Examples:
     ///   netdoctor wireguard wg0

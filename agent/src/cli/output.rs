@@ -4,7 +4,7 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 
 use super::drops::DropsReport;
-use super::flows::FlowsReport;
+use super::flows::{FlowsReport, TunnelPeers};
 use crate::kernel::packet::counters::DirCounters;
 
 fn table(header: &[&str]) -> Table {
@@ -238,6 +238,10 @@ pub(super) fn print_flows(r: &FlowsReport) {
         println!("{t}");
     }
 
+    if let Some(tp) = &r.tunnel {
+        print_peers(&r.interface.name, tp);
+    }
+
     if !r.too_big.is_empty() {
         println!("\nICMP too-big messages (path MTU reports):");
         let mut t = table(&["dir", "from router", "MTU", "count", "for flow"]);
@@ -256,6 +260,47 @@ pub(super) fn print_flows(r: &FlowsReport) {
         }
         println!("{t}");
     }
+}
+
+fn print_peers(name: &str, tp: &TunnelPeers) {
+    let by = if tp.daemon.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", tp.daemon)
+    };
+    println!(
+        "\nWireGuard peers of {name} (port {}{by}): {}",
+        tp.port,
+        tp.peers.len()
+    );
+    let mut t = table(&["peer", "host", "path", "handshake", "rx", "tx"]);
+    let now = crate::facts::handshake::now_unix();
+    for p in &tp.peers {
+        let ts = tp.paths.iter().find(|x| x.public_key == p.public_key);
+        let endpoint = p.endpoint.map(|e| e.to_string());
+        let path = match (ts.map(|x| x.path.name()), endpoint) {
+            (Some("derp"), _) => format!(
+                "DERP relay ({})",
+                ts.map(|x| x.derp_region.as_str()).unwrap_or_default()
+            ),
+            (Some("peer_relay"), _) => "peer relay".to_owned(),
+            (_, Some(e)) => format!("direct {e}"),
+            (_, None) => "-".to_owned(),
+        };
+        t.add_row(vec![
+            p.public_key.clone(),
+            ts.map(|x| x.host.clone()).unwrap_or_default(),
+            path,
+            match p.last_handshake_unix {
+                0 => "never".to_owned(),
+                at => format!("{} s ago", (now - at as i64).max(0)),
+            },
+            human_bytes(p.rx_bytes),
+            human_bytes(p.tx_bytes),
+        ]);
+    }
+    right_align(&mut t, 3);
+    println!("{t}");
 }
 
 fn cc_summary(r: &FlowsReport) -> String {

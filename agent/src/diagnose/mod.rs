@@ -202,7 +202,7 @@ pub async fn diagnose(
         _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = build::Snapshot::take(&build::refresh(&tun).await, drops.as_ref())?
+    let end = build::Snapshot::take(&tunnel::refresh(&tun).await, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),

@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::tunnel::ConfiguredTunnel;
-use crate::facts::wireguard::{self, Peer};
+use super::tunnel::{self, ConfiguredTunnel};
+use crate::facts::wireguard::Peer;
 use crate::facts::PeerFacts;
 
 /// How long a handshake in flight may take to complete: one round trip plus the peers'
@@ -46,13 +46,13 @@ pub async fn settle(
     window_start_unix: i64,
     deadline: Instant,
 ) {
-    let Some(name) = tun.wireguard.as_ref().map(|d| d.name.clone()) else {
+    if tun.wireguard.is_none() {
         return;
-    };
+    }
     let deadline = deadline.min(Instant::now() + GRACE);
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let Ok(Some(dev)) = wireguard::query(&name).await else {
+        let Some((dev, _)) = tunnel::read_peers(tun).await else {
             return;
         };
         let now = now_unix();

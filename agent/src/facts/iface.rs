@@ -25,7 +25,8 @@ pub enum IfaceKind {
     Physical,
     /// The loopback device.
     Loopback,
-    /// Kernel WireGuard, or a TUN device served by a userspace WireGuard (UAPI socket present).
+    /// Kernel WireGuard, or a TUN device served by a userspace WireGuard: one with a UAPI
+    /// socket (wireguard-go, boringtun), or tailscaled.
     Wireguard,
     /// A layer-3 TUN device (OpenVPN, fastd/tinc in TUN mode, ...).
     Tun,
@@ -124,7 +125,11 @@ impl Interface {
             None if layer == LinkLayerType::Loopback => IfaceKind::Loopback,
             None => IfaceKind::Physical,
             Some(InfoKind::Wireguard) => IfaceKind::Wireguard,
-            Some(InfoKind::Tun) if has_wireguard_uapi(&name) => IfaceKind::Wireguard,
+            Some(InfoKind::Tun)
+                if has_wireguard_uapi(&name) || crate::facts::tailscale::serves(&name) =>
+            {
+                IfaceKind::Wireguard
+            }
             Some(InfoKind::Tun) if link == LinkType::Ether => IfaceKind::Tap,
             Some(InfoKind::Tun) => IfaceKind::Tun,
             Some(InfoKind::Vxlan) => IfaceKind::Vxlan,

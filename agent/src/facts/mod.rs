@@ -22,6 +22,7 @@ pub mod process;
 pub mod route;
 pub mod route_table;
 pub mod signals;
+pub mod tailscale;
 pub mod tinc;
 pub mod trusted;
 pub mod tunnel;
@@ -86,6 +87,9 @@ pub struct TunnelFacts {
     pub effective_underlay_mtu: i64,
     /// Largest tunnel MTU that fits: effective underlay MTU minus the overhead.
     pub max_mtu: i64,
+    /// The MTU the tunnel's software gives its interface by default (WireGuard 1420,
+    /// Tailscale 1280), -1 if it has none or it is unknown.
+    pub usual_mtu: i64,
     /// UDP port of the tunnel on the underlay (0 if unknown).
     pub port: i64,
     /// Remote endpoints ("address:port"; the address alone for tunnels without UDP).
@@ -141,6 +145,28 @@ pub struct PeerFacts {
     pub path_mtu: i64,
     /// The probe saw larger packets vanish without an ICMP too-big report.
     pub blackhole: bool,
+    /// The host name the peer announces (Tailscale), "" otherwise.
+    pub host: String,
+    /// How traffic reaches the peer, as its daemon reports it (Tailscale): "direct" (UDP to
+    /// `endpoint`), "derp" (relayed by a DERP server over TCP), "peer_relay" (relayed by
+    /// another node); "" when not connected, or for other tunnels.
+    pub path: String,
+    /// The peer's home DERP region, where traffic to it is relayed (Tailscale), "" if none.
+    pub derp_region: String,
+    /// The DERP servers (`address:port`) traffic with the peer crosses when relayed: its
+    /// region's and this node's (Tailscale).
+    pub derp_servers: Vec<String>,
+    /// Bytes over TCP with those DERP servers on the underlay during the observation, both
+    /// directions (the connections carry every peer relayed through them); -1 if no DERP
+    /// server address is known, or for other tunnels.
+    pub derp_bytes: i64,
+    /// WireGuard bytes over UDP with the peer's known addresses (its candidate endpoints and
+    /// the one in use) on the underlay during the observation, both directions
+    /// (Tailscale); -1 when none is known, or for other tunnels.
+    pub udp_bytes: i64,
+    /// The control plane reports the peer connected (Tailscale); absent for other tunnels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online: Option<bool>,
 }
 
 /// Traffic seen on the interface during the observation.
@@ -272,7 +298,10 @@ impl Facts {
     /// (`netdoctor rules check`) without a live diagnosis.
     pub fn sample() -> Self {
         Facts {
-            peers: vec![PeerFacts::default()],
+            peers: vec![PeerFacts {
+                online: Some(true),
+                ..PeerFacts::default()
+            }],
             flows: vec![FlowFacts::default()],
             ..Facts::default()
         }

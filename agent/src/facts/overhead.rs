@@ -46,6 +46,9 @@ impl Family {
 pub enum TunnelType {
     /// WireGuard (kernel or userspace).
     Wireguard,
+    /// Tailscale: WireGuard run by tailscaled, to peers directly over UDP or relayed by
+    /// DERP servers over TCP.
+    Tailscale,
     /// VXLAN: carries inner Ethernet frames.
     Vxlan,
     /// GENEVE with `options` bytes of TLV options (multiples of 4).
@@ -104,6 +107,13 @@ fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
         // (wireguard-go device/noise-protocol.go MessageTransportHeaderSize + poly1305.TagSize).
         // Over IPv4 60, over IPv6 80; wg-quick's set_mtu_up subtracts 80 whatever the family.
         TunnelType::Wireguard => family.ip_udp() + 32,
+        // tailscaled's magicsock sends WireGuard's messages unchanged over UDP (its own disco
+        // messages are separate datagrams), so the direct path adds WireGuard's 32 bytes;
+        // net/tstun/mtu.go: "adjusted down from the underlying interface MTU by 80 bytes to
+        // make room for the wireguard headers". Relayed, the packets travel in DERP frames
+        // (5 bytes of frame header + 32 of peer key, derp/derp.go) over TLS over TCP, which
+        // segments them: no MTU limit applies there.
+        TunnelType::Tailscale => family.ip_udp() + 32,
         // 8 VXLAN header + 14 inner Ethernet (Linux include/net/vxlan.h VXLAN_HEADROOM = 50,
         // VXLAN6_HEADROOM = 70).
         TunnelType::Vxlan => family.ip_udp() + 8 + 14,
@@ -145,6 +155,21 @@ fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
     })
 }
 
+/// The MTU the tunnel's software gives its interface when nobody sets one, if it has one.
+pub fn usual_mtu(tunnel: TunnelType) -> Option<u32> {
+    match tunnel {
+        // wg-quick without MTU: the route's MTU minus 80 (wg-quick set_mtu_up), 1420 on a
+        // 1500 route; the kernel creates wg devices with 1500 - 80 = 1420 too
+        // (drivers/net/wireguard/device.c wg_setup), as wireguard-go does (DefaultMTU).
+        TunnelType::Wireguard => Some(1420),
+        // tailscaled creates its TUN with the "safe" MTU that fits any IPv6 path and most
+        // nested tunnels (net/tstun/mtu.go safeTUNMTU = 1280), unless TS_DEBUG_MTU says
+        // otherwise.
+        TunnelType::Tailscale => Some(1280),
+        _ => None,
+    }
+}
+
 fn limit_option(sent: bool) -> u32 {
     if sent {
         8
@@ -178,6 +203,11 @@ mod tests {
         let overhead = |t, f| overhead(t, f, 1500);
         assert_eq!(overhead(TunnelType::Wireguard, Family::V4), 60);
         assert_eq!(overhead(TunnelType::Wireguard, Family::V6), 80);
+        assert_eq!(overhead(TunnelType::Tailscale, Family::V4), 60);
+        assert_eq!(overhead(TunnelType::Tailscale, Family::V6), 80);
+        assert_eq!(usual_mtu(TunnelType::Tailscale), Some(1280));
+        assert_eq!(usual_mtu(TunnelType::Wireguard), Some(1420));
+        assert_eq!(usual_mtu(TunnelType::Vxlan), None);
         assert_eq!(overhead(TunnelType::Vxlan, Family::V4), 50);
         assert_eq!(overhead(TunnelType::Vxlan, Family::V6), 70);
         assert_eq!(overhead(TunnelType::Geneve { options: 0 }, Family::V4), 50);

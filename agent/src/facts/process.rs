@@ -85,6 +85,23 @@ fn holds_tun(pid: &Path, ifname: &str) -> bool {
 /// Finds the process serving TUN/TAP device `ifname` in the caller's network namespace
 /// (the same name may exist in other namespaces).
 pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
+    find_owner(ifname, None)
+}
+
+/// Like [`tun_owner`], among the processes whose command name is `command` only: their
+/// descriptors alone are read, which is cheap enough to do whenever interfaces are listed.
+pub fn tun_owner_named(ifname: &str, command: &str) -> Option<TunOwner> {
+    find_owner(ifname, Some(command))
+}
+
+fn command_of(pid: &Path) -> String {
+    std::fs::read_to_string(pid.join("comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+fn find_owner(ifname: &str, command: Option<&str>) -> Option<TunOwner> {
     // "net:[INODE]"; a process whose namespace cannot be read is not ours to report.
     let netns = |p: &Path| std::fs::read_link(p).ok();
     let mine = netns(Path::new("/proc/thread-self/ns/net"));
@@ -95,13 +112,14 @@ pub fn tun_owner(ifname: &str) -> Option<TunOwner> {
             continue;
         };
         let path = entry.path();
-        if mine.is_none() || netns(&path.join("ns/net")) != mine || !holds_tun(&path, ifname) {
+        if command.is_some_and(|c| command_of(&path) != c)
+            || mine.is_none()
+            || netns(&path.join("ns/net")) != mine
+            || !holds_tun(&path, ifname)
+        {
             continue;
         }
-        let command = std::fs::read_to_string(path.join("comm"))
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
+        let command = command_of(&path);
         let inodes = socket_inodes(&path);
         let args = std::fs::read(path.join("cmdline"))
             .map(|raw| {

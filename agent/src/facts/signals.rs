@@ -31,6 +31,8 @@ const DATAPLANE_FACTS: &[&str] = &[
     "nat.answered_flows",
     "nat.leaked_source",
     "nat.leaked_family",
+    "peer.derp_bytes",
+    "peer.udp_bytes",
 ];
 
 /// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).
@@ -60,7 +62,7 @@ pub(crate) fn packet_dataplane<'obj>(
     also: &[Interface],
     notes: &mut Vec<String>,
 ) -> Option<Dataplane<'obj>> {
-    let lost = "traffic counters, fragments, measured overhead and WireGuard handshakes on the wire are not observed";
+    let lost = "traffic counters, fragments, measured overhead, WireGuard handshakes and Tailscale's relayed bytes on the wire are not observed";
     let mut dp = match Dataplane::load(storage, options) {
         Ok(dp) => dp,
         Err(e) => {

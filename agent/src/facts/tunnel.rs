@@ -9,7 +9,7 @@ use crate::facts::link::LinkDetails;
 use crate::facts::overhead::TunnelType;
 use crate::facts::process::{self, TunOwner};
 use crate::facts::wireguard::{self, Device};
-use crate::facts::{tinc, trusted};
+use crate::facts::{tailscale, tinc, trusted};
 use crate::kernel::views::Encap;
 
 /// The tunnel as configured, before observation.
@@ -35,6 +35,11 @@ pub struct ConfiguredTunnel {
     pub wireguard: Option<Device>,
     /// The daemon serving a TUN/TAP device.
     pub daemon: Option<TunOwner>,
+    /// Relays the tunnel's traffic may take on the underlay instead of going to the
+    /// endpoints (Tailscale's DERP servers): routes toward them lead to the underlay too.
+    pub relays: Vec<SocketAddr>,
+    /// What tailscaled reports of its peers' paths, when it serves the interface.
+    pub tailscale: Option<TailscaleState>,
     /// What could not be learned, and why (for the report's notes).
     pub notes: Vec<String>,
 }
@@ -134,10 +139,82 @@ impl ConfiguredTunnel {
     }
 }
 
+/// tailscaled serving the tunnel: where to ask it again, and what it said.
+#[derive(Debug, Clone)]
+pub struct TailscaleState {
+    /// The daemon.
+    pub daemon: tailscale::Daemon,
+    /// Its peers' paths (empty when it could not be asked).
+    pub paths: tailscale::Paths,
+}
+
+/// The tunnel tailscaled serves on `iface`: WireGuard with Tailscale's overhead and usual
+/// MTU, its peers and their paths from the LocalAPI.
+async fn tailscale_tunnel(iface: &Interface, daemon: tailscale::Daemon) -> ConfiguredTunnel {
+    let mut notes = Vec::new();
+    let (device, paths) = match tailscale::read(&iface.name, &daemon).await {
+        Ok((d, p)) => (Some(d), p),
+        Err(e) => {
+            notes.push(format!(
+                "Tailscale peers of {} unknown: tailscaled (pid {}) was not asked or did not \
+                 answer: {e}",
+                iface.name, daemon.owner.pid
+            ));
+            (None, tailscale::Paths::default())
+        }
+    };
+    ConfiguredTunnel {
+        kind: Some(TunnelType::Tailscale),
+        encap: Some(Encap::Wireguard),
+        endpoints: device
+            .as_ref()
+            .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
+            .unwrap_or_default(),
+        port: daemon.port,
+        wireguard: device,
+        daemon: Some(daemon.owner.clone()),
+        relays: paths.servers_in_use(),
+        tailscale: Some(TailscaleState { daemon, paths }),
+        notes,
+        ..ConfiguredTunnel::default()
+    }
+}
+
+/// The tunnel's WireGuard peers read again (counters, handshakes, current endpoints) from
+/// whoever reported them, with tailscaled's paths; `None` when they cannot be read.
+pub async fn read_peers(tun: &ConfiguredTunnel) -> Option<(Device, Option<TailscaleState>)> {
+    let name = tun.wireguard.as_ref()?.name.clone();
+    match &tun.tailscale {
+        Some(ts) => {
+            let (device, paths) = tailscale::read(&name, &ts.daemon).await.ok()?;
+            let daemon = ts.daemon.clone();
+            Some((device, Some(TailscaleState { daemon, paths })))
+        }
+        None => wireguard::query(&name)
+            .await
+            .ok()
+            .flatten()
+            .map(|d| (d, None)),
+    }
+}
+
+/// The tunnel with its peers read again (see [`read_peers`]).
+pub async fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
+    let mut t = tun.clone();
+    if let Some((device, tailscale)) = read_peers(tun).await {
+        t.wireguard = Some(device);
+        t.tailscale = tailscale.or(t.tailscale);
+    }
+    t
+}
+
 /// Identifies the tunnel behind `iface`.
 pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTunnel {
     match iface.kind {
         IfaceKind::Wireguard => {
+            if let Some(daemon) = tailscale::daemon_of(&iface.name) {
+                return tailscale_tunnel(iface, daemon).await;
+            }
             let mut notes = Vec::new();
             let dev = wireguard::query(&iface.name).await.unwrap_or_else(|e| {
                 notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));

@@ -1,7 +1,7 @@
 //! Which interfaces carry a tunnel's encapsulated packets: the routes toward its
-//! configured endpoints, the device a VXLAN/GENEVE or IP tunnel is pinned to, or, for TUN/TAP
-//! daemons whose endpoints are not configured, every plausible candidate (the one carrying
-//! the tunnel's port is chosen from the observation).
+//! configured endpoints (and relays), the device a VXLAN/GENEVE or IP tunnel is pinned to,
+//! or, for TUN/TAP daemons whose endpoints are not configured, every plausible candidate
+//! (the one carrying the tunnel's port is chosen from the observation).
 
 use super::iface::{IfaceKind, Interface};
 use super::link::LinkDetails;
@@ -52,6 +52,19 @@ pub async fn underlay(
             }
         }
     }
+    // Relayed traffic (Tailscale's DERP) leaves toward the relays: watched too, and the
+    // underlay when no endpoint is known (every peer relayed).
+    let mut toward_relays = Vec::new();
+    for relay in &tun.relays {
+        if let Ok(route) = crate::facts::route::get_among(relay.ip().to_canonical(), all).await {
+            if let Some(i) = all.iter().find(|i| i.index == route.ifindex) {
+                toward_relays.push(i.clone());
+            }
+        }
+    }
+    if u.iface.is_none() {
+        u.iface = toward_relays.first().cloned();
+    }
     let pinned = details
         .vxlan
         .as_ref()
@@ -64,6 +77,11 @@ pub async fn underlay(
     if let Some(i) = &u.iface {
         u.route_mtu.get_or_insert(i.mtu);
         u.watch.push(i.clone());
+        for r in toward_relays {
+            if !u.watch.iter().any(|w| w.index == r.index) {
+                u.watch.push(r);
+            }
+        }
     } else {
         u.watch = all
             .iter()

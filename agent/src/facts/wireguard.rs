@@ -100,7 +100,8 @@ pub async fn query(name: &str) -> std::io::Result<Option<Device>> {
     super::wg_netlink::query(name).await.map(Some)
 }
 
-fn hex_to_base64(hex: &str) -> String {
+/// A key in hex (UAPI, Tailscale's `nodekey:`) as base64, the form `wg` prints.
+pub(crate) fn hex_to_base64(hex: &str) -> String {
     let bytes: Vec<u8> = (0..hex.len() / 2)
         .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
         .collect();

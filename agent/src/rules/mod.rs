@@ -17,4 +17,6 @@ pub use partial::{evaluate_partial, NotEvaluated};
 pub use rule::{InvalidRules, RuleError, RuleSet};
 
 #[cfg(test)]
+mod tailscale_tests;
+#[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ import { h, badge, replaceContent, errorBox, relTime } from '../dom.js';
 import { formatMtu, formatPercent, formatDuration, known, shortKey, formatHandshakeAge } from '../format.js';
 import { worstSeverity, severityLabel, mtuStatus } from '../model.js';
 import { renderFinding } from './finding.js';
+import { peerPath } from '../peers.js';
 
 /** The facts lines the CLI prints above the findings, for the report's header. */
 function factLines(report) {
@@ -18,7 +19,10 @@ function factLines(report) {
     lines.push(`overhead: expected ${formatMtu(m.overheadExpected)}, measured ${known(m.overheadMeasured) ? formatMtu(m.overheadMeasured) : 'n/a'}; largest MTU that fits: ${known(m.maxMtu) ? m.maxMtu : 'n/a'}`);
   }
   for (const p of (f.peers || []).slice(0, 8)) {
-    lines.push(`peer ${shortKey(p.name)} ${p.endpoint ? `= ${p.endpoint}` : ''}${known(p.handshake_age_s) || p.handshake_age_s === -1 ? `, handshake ${formatHandshakeAge(p.handshake_age_s)}` : ''}`);
+    const host = p.host ? ` (${p.host})` : '';
+    const path = peerPath(p);
+    const via = path && path.path !== 'direct' ? `, ${path.text}` : '';
+    lines.push(`peer ${shortKey(p.name)}${host} ${p.endpoint ? `= ${p.endpoint}` : ''}${via}${known(p.handshake_age_s) || p.handshake_age_s === -1 ? `, handshake ${formatHandshakeAge(p.handshake_age_s)}` : ''}`);
   }
   const t = f.traffic;
   if (t) {

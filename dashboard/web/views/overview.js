@@ -4,8 +4,9 @@
 import { h, badge, relTime, replaceContent, errorBox } from '../dom.js';
 import {
   formatBitRate, formatPacketRate, formatPercent, formatMtu, formatHandshakeAge,
-  formatBytes, shortKey, known, NA,
+  formatBytes, known, NA,
 } from '../format.js';
+import { hasPaths, peerLabel, peerPath, offlineNote } from '../peers.js';
 import {
   health, mtuStatus, sortInterfaces, ccSummary, interfaceRetransRatio, findingCounts,
   LOSS_BASED_CC, LOSSY_RATIO, routeHash,
@@ -81,23 +82,35 @@ function peersBlock(i) {
   const isWg = i.kind === 'wireguard' || (i.facts.tunnel && i.facts.tunnel.kind === 'wireguard');
   // Other tunnels name a peer by its endpoint: one column is enough then.
   const named = peers.some((p) => p.name && p.name !== p.endpoint);
+  // Tailscale reports how traffic reaches each peer (direct, DERP relay, peer relay).
+  const paths = hasPaths(peers);
   const row = (p) => {
     const stale = isWg && (p.handshake_age_s === -1 || p.handshake_age_s > STALE_HANDSHAKE_S);
-    return h('tr', { class: stale ? 'row-warn' : '' },
-      h('th', { scope: 'row' }, named ? h('code', { title: p.name }, isWg ? shortKey(p.name) : p.name) : (p.endpoint || p.name || NA)),
-      named ? h('td', {}, p.endpoint || NA) : null,
-      isWg ? h('td', {}, formatHandshakeAge(p.handshake_age_s), stale ? h('span', { class: 'warn-text' }, ' (stale)') : null) : null,
-      h('td', { class: 'num' }, `${formatBytes(p.rx_bytes_delta)} / ${formatBytes(p.tx_bytes_delta)}`));
+    const label = peerLabel(p, isWg);
+    const path = peerPath(p);
+    return h('tr', {
+      class: stale ? 'row-warn' : '',
+      dataset: { testid: 'peer-row', peer: p.name || '', host: p.host || '', path: (path && path.path) || '' },
+    },
+    h('th', { scope: 'row' }, named ? h('code', { title: label.title }, label.text) : (p.endpoint || p.name || NA),
+      offlineNote(p) ? h('span', { class: 'muted' }, offlineNote(p)) : null),
+    named && !paths ? h('td', {}, p.endpoint || NA) : null,
+    // The path names the endpoint when direct: it replaces the endpoint column.
+    paths ? h('td', {}, path ? (path.level === 'ok' ? path.text : badge(path.level, path.text, path.level === 'warning' ? '▲' : 'ℹ')) : NA) : null,
+    isWg ? h('td', {}, formatHandshakeAge(p.handshake_age_s), stale ? h('span', { class: 'warn-text' }, ' (stale)') : null) : null,
+    h('td', { class: 'num' }, `${formatBytes(p.rx_bytes_delta)} / ${formatBytes(p.tx_bytes_delta)}`));
   };
   const head = h('thead', {}, h('tr', {},
     h('th', { scope: 'col' }, named ? 'peer' : 'endpoint'),
-    named ? h('th', { scope: 'col' }, 'endpoint') : null,
+    named && !paths ? h('th', { scope: 'col' }, 'endpoint') : null,
+    paths ? h('th', { scope: 'col' }, 'path') : null,
     isWg ? h('th', { scope: 'col' }, 'handshake') : null,
     h('th', { scope: 'col', class: 'num' }, 'rx / tx in window')));
   const shown = peers.slice(0, PEERS_SHOWN);
   const rest = peers.slice(PEERS_SHOWN);
+  const daemon = i.facts.tunnel && i.facts.tunnel.daemon === 'tailscaled' ? ' (Tailscale)' : '';
   return h('div', { class: 'peers' },
-    h('h3', {}, `${isWg ? 'WireGuard peers' : 'Endpoints'} (${peers.length})`),
+    h('h3', {}, `${isWg ? `WireGuard peers${daemon}` : 'Endpoints'} (${peers.length})`),
     h('div', { class: 'table-wrap', role: 'region', tabindex: '0', 'aria-label': `${i.name} peers` },
       h('table', { class: 'compact', dataset: { testid: `peers-${i.name}` } }, head,
         h('tbody', {}, shown.map(row)))),

@@ -5,6 +5,10 @@
 //! the real daemons do), optionally gives up root for UID, and waits to be killed. ARGS
 //! (e.g. `--config FILE`) only show in its command line.
 //!
+//! With `--serve-localapi PATH` it also stands in for tailscaled's LocalAPI: once running
+//! as UID, it listens on unix socket PATH and answers `/localapi/v0/status` with one peer
+//! whose host name is `fake-peer`, anything else with an empty DERP map.
+//!
 //! `fake-tun-daemon --version` is what netdoctor must never run: it leaves a file named
 //! after its own binary plus `.ran` and answers like tinc 1.1.
 
@@ -48,6 +52,16 @@ fn main() {
             std::process::exit(1);
         }
     }
+    if let Some(path) = args
+        .iter()
+        .position(|a| a == "--serve-localapi")
+        .and_then(|i| args.get(i + 1))
+    {
+        if let Err(e) = serve_localapi(path) {
+            eprintln!("fake-tun-daemon: listening on {path}: {e}");
+            std::process::exit(1);
+        }
+    }
     let _ = writeln!(std::io::stdout(), "attached to {ifname}");
     let _keep = fd;
     loop {
@@ -79,4 +93,33 @@ fn attach_tap(ifname: &str) -> std::io::Result<std::os::fd::OwnedFd> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(fd)
+}
+
+/// Listens on `path` and answers LocalAPI requests in a thread (see the module's comment).
+fn serve_localapi(path: &str) -> std::io::Result<()> {
+    use std::io::Read;
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    let status = format!(
+        r#"{{"BackendState":"Running","Self":{{"Relay":"x"}},"Peer":{{"nodekey:{k}":{{"PublicKey":"nodekey:{k}","HostName":"fake-peer","Relay":"x","RxBytes":1,"TxBytes":2}}}}}}"#,
+        k = "ab".repeat(32)
+    );
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let body = if request.contains("/localapi/v0/status") {
+                status.as_str()
+            } else {
+                r#"{"Regions":{}}"#
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    Ok(())
 }

@@ -183,8 +183,7 @@ impl Monitor<'_> {
             self.prev_drops.clone(),
         )
         .with_links(self.prev_links.clone());
-        let end = Snapshot::from_parts(tun.wireguard.clone(), drops_now.to_vec())
-            .with_links(links_now.to_vec());
+        let end = Snapshot::of_tunnel(&tun, drops_now.to_vec()).with_links(links_now.to_vec());
         let observed = Observation {
             me,
             details: &details,

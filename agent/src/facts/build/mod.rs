@@ -10,6 +10,7 @@ use super::bond::LinkCounter;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
 use super::route_table::TableRoute;
+use super::tailscale::Paths;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
 use super::{ecmp, nat};
@@ -23,10 +24,11 @@ use crate::kernel::packet::flows::Flow;
 use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::views::{Direction, Encap};
 /// WireGuard and drop counters read at the start and at the end of the window (sockets
-/// have their own [`crate::kernel::sockets::rates::Baseline`]).
+/// have their own [`crate::kernel::sockets::rates::Baseline`]), and tailscaled's paths.
 #[derive(Debug)]
 pub struct Snapshot {
     pub(super) wireguard: Option<Device>,
+    pub(super) tailscale: Option<Paths>,
     drops: Vec<DropCount>,
     links: Vec<LinkCounter>,
 }
@@ -36,6 +38,7 @@ impl Snapshot {
     pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
         Snapshot {
             wireguard,
+            tailscale: None,
             drops,
             links: Vec::new(),
         }
@@ -47,38 +50,27 @@ impl Snapshot {
         self
     }
 
+    /// The peers of `tun` as last read, and drop counts read by the caller.
+    pub fn of_tunnel(tun: &ConfiguredTunnel, drops: Vec<DropCount>) -> Self {
+        Snapshot {
+            wireguard: tun.wireguard.clone(),
+            tailscale: tun.tailscale.as_ref().map(|t| t.paths.clone()),
+            drops,
+            links: Vec::new(),
+        }
+    }
+
     /// Reads WireGuard counters and drop counts.
     pub fn take(
         tun: &ConfiguredTunnel,
         drops: Option<&DropProbe<'_>>,
     ) -> crate::facts::Result<Self> {
-        Ok(Snapshot {
-            wireguard: tun.wireguard.clone(),
-            drops: drops
-                .map(DropProbe::counts)
-                .transpose()?
-                .unwrap_or_default(),
-            links: Vec::new(),
-        })
+        let drops = drops
+            .map(DropProbe::counts)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(Snapshot::of_tunnel(tun, drops))
     }
-}
-
-/// The tunnel with its WireGuard state read again.
-pub async fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
-    let mut t = tun.clone();
-    if t.wireguard.is_some() {
-        if let Ok(Some(dev)) = crate::facts::wireguard::query(&tun_name(tun)).await {
-            t.wireguard = Some(dev);
-        }
-    }
-    t
-}
-
-fn tun_name(tun: &ConfiguredTunnel) -> String {
-    tun.wireguard
-        .as_ref()
-        .map(|d| d.name.clone())
-        .unwrap_or_default()
 }
 
 /// Everything gathered during one diagnosis.
@@ -146,9 +138,11 @@ impl Observation<'_> {
         let counters = self.window.counters(self.me.index);
 
         // The underlay is the watched interface that carried the tunnel's traffic.
+        // tailscaled's port also carries its disco pings and STUN: only WireGuard counts.
+        let by_port = self.tun.port != 0 && self.tun.tailscale.is_none();
         let tunnel_flow = |f: &&Flow| {
             self.tun.encap.is_some_and(|e| f.encap == e)
-                || (self.tun.port != 0
+                || (by_port
                     && f.protocol == 17
                     && (f.src_port == self.tun.port || f.dst_port == self.tun.port))
         };
@@ -272,6 +266,11 @@ impl Observation<'_> {
                 }
                 _ => -1,
             },
+            usual_mtu: self
+                .tun
+                .kind
+                .and_then(crate::facts::overhead::usual_mtu)
+                .map_or(-1, i64::from),
             port: i64::from(self.tun.port),
             endpoints: endpoints.iter().map(endpoint_name).collect(),
             daemon: self

@@ -10,7 +10,7 @@ mod measured;
 use measured::{bond_carrying, ecmp, nat};
 
 /// A healthy WireGuard tunnel over a 1500-byte IPv4 underlay at the optimal MTU.
-fn healthy() -> Facts {
+pub(super) fn healthy() -> Facts {
     let mut f = Facts::default();
     f.iface.name = "wg0".into();
     f.iface.kind = "wireguard".into();
@@ -64,7 +64,7 @@ fn healthy() -> Facts {
     f
 }
 
-fn ids(facts: &Facts) -> Vec<String> {
+pub(super) fn ids(facts: &Facts) -> Vec<String> {
     let rules = RuleSet::builtin().expect("built-in rules load");
     evaluate(&rules, &facts.to_json())
         .into_iter()

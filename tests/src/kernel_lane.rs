@@ -189,42 +189,51 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let mut child = Command::new(cache.join("venv/bin/vng"))
-        .env("PATH", path)
-        .arg("--run")
-        .arg(&image)
-        .args([
-            "--user",
-            "root",
-            "--disable-kvm",
-            "--cpus",
-            "2",
-            "--memory",
-            "2G",
-        ])
-        .arg(format!("--rwdir={}", dir.display()))
-        .arg("--")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .context("starting vng")?;
-    let error = loop {
-        if let Some(status) = child.try_wait()? {
-            // virtme-ng's own exit code is not the script's; `done` says the cases ran.
-            break (!dir.join("done").exists())
-                .then(|| format!("the guest stopped before the cases finished (vng: {status})"));
+    // A guest whose vng exits before the cases begin is booted once more: one of three
+    // started at the same moment once did so, without a word in its log.
+    let mut error = None;
+    for _ in 0..2 {
+        let mut child = Command::new(cache.join("venv/bin/vng"))
+            .env("PATH", &path)
+            .arg("--run")
+            .arg(&image)
+            .args([
+                "--user",
+                "root",
+                "--disable-kvm",
+                "--cpus",
+                "2",
+                "--memory",
+                "2G",
+            ])
+            .arg(format!("--rwdir={}", dir.display()))
+            .arg("--")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?)
+            .spawn()
+            .context("starting vng")?;
+        error = loop {
+            if let Some(status) = child.try_wait()? {
+                // virtme-ng's own exit code is not the script's; `done` says the cases ran.
+                break (!dir.join("done").exists()).then(|| {
+                    format!("the guest stopped before the cases finished (vng: {status})")
+                });
+            }
+            if started.elapsed() > GUEST_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Some(format!(
+                    "the guest ran over {GUEST_TIMEOUT:?} and was killed"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        if error.is_none() || dir.join("kernel").exists() || started.elapsed() > GUEST_TIMEOUT {
+            break;
         }
-        if started.elapsed() > GUEST_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break Some(format!(
-                "the guest ran over {GUEST_TIMEOUT:?} and was killed"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    }
     if !dir.join("kernel").exists() && error.is_some() {
         let log = std::fs::read_to_string(dir.join("vng.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(40).collect();

@@ -57,7 +57,8 @@ wait_for() {
 
 # Runs `netdoctor ARGS` in namespace $2 as case $1 in the background; returns when it
 # observes (its "watching"/"observing"/"counting" line), leaving its pid in $BG. Under TCG on
-# a busy machine that can be seconds after the window opened: the cases' windows leave room.
+# a busy machine that can be ten seconds after the window opened: the cases that count
+# traffic give a long duration and end the window with stop_case after their traffic.
 start_case() {
     c=$1 ns=$2
     shift 2
@@ -68,6 +69,12 @@ start_case() {
 finish_case() {
     wait "$BG"
     echo $? >"$OUT/$1.rc"
+}
+# Ends case $1's window now (Ctrl-C: netdoctor still reports), so that the traffic it must
+# see lies inside the window however late start_case noticed the window open.
+stop_case() {
+    kill -INT "$BG"
+    finish_case "$1"
 }
 
 # IPv6 on the veth (fd09::1 <-> fd09::2), for the cases after the counting ones.
@@ -104,16 +111,16 @@ in_b ip neigh replace 10.9.0.1 lladdr "$(in_a cat /sys/class/net/$VA/address)" d
 in_a ping -c 1 -W 5 10.9.0.2 >/dev/null
 
 # dataplane: tc counters against the kernel's own interface counters over the same window.
-start_case dataplane $A flows $VA --duration 10s --json
+start_case dataplane $A flows $VA --duration 300s --json
 in_a ip -s -j link show dev $VA >"$OUT/dataplane.before"
 in_a ping -c 20 -i 0.05 -s 1000 10.9.0.2 >/dev/null
 in_a ip -s -j link show dev $VA >"$OUT/dataplane.after"
-finish_case dataplane
+stop_case dataplane
 
 # xdp: generic XDP on ingress counts the 20 echo replies.
-start_case xdp $A flows $VA --ingress xdp --xdp-mode generic --duration 10s --json
+start_case xdp $A flows $VA --ingress xdp --xdp-mode generic --duration 300s --json
 in_a ping -c 20 -i 0.05 10.9.0.2 >/dev/null
-finish_case xdp
+stop_case xdp
 
 # sockets: a cubic connection running across the window (it runs until killed: netdoctor
 # may take a minute to load on a busy machine), over 5 % loss, must show its
@@ -136,22 +143,24 @@ fi
 nsenter --net=/run/netns/$A iperf3 -c 10.9.0.2 -p 5201 -t 300 -C cubic >/dev/null 2>&1 &
 LONG=$!
 sleep 2
-start_case sockets $A flows $VA --duration 4s --json
-finish_case sockets
+start_case sockets $A flows $VA --duration 300s --json
+sleep 4
+stop_case sockets
 kill $LONG 2>/dev/null
 wait $LONG 2>/dev/null
 sleep 1
-start_case close $A flows $VA --duration 12s --json
+start_case close $A flows $VA --duration 300s --json
 in_a iperf3 -c 10.9.0.2 -p 5202 -t 1 -C reno >"$OUT/close.iperf3" 2>&1
-finish_case close
+sleep 1
+stop_case close
 unloss
 
 # drops: B has forwarding off; what A routes through it is dropped (IP_INADDRERRORS).
 in_b sysctl -qw net.ipv4.ip_forward=0
 in_a ip route add 10.10.0.0/24 via 10.9.0.2
-start_case drops $B drops --interface $VB --duration 10s --json
+start_case drops $B drops --interface $VB --duration 300s --json
 in_a ping -c 20 -i 0.05 -W 1 10.10.0.5 >/dev/null
-finish_case drops
+stop_case drops
 
 # agent: starts, attaches, serves /metrics and /api/v1/interfaces; `agent_degraded`: the
 # same with BPF refused (no CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN) serves what it has.

@@ -79,7 +79,7 @@ static __always_inline void table_merge(const struct nd_flow_slot *old)
 		init.max_seg = old->max_seg;
 		init.tcp_flags = old->tcp_flags;
 		init.encap = old->encap;
-		if (bpf_map_update_elem(&flows, &old->key, &init, BPF_NOEXIST) == 0)
+		if (table_insert(&old->key, &init) == 0)
 			return;
 		fs = bpf_map_lookup_elem(&flows, &old->key); /* another CPU created it meanwhile */
 		if (!fs)

@@ -20,7 +20,8 @@
 #include "compat.h"
 
 /* Per-CPU LRU lists: no global lock on the insert path, and old flows age out by
- * themselves when the table is full. */
+ * themselves when the table is full. ND_MAX_FLOWS is the size this object declares; the
+ * agent sets the size it was given (--max-flows) before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(map_flags, BPF_F_NO_COMMON_LRU);
@@ -28,6 +29,36 @@ struct {
 	__type(key, struct nd_flow_key);
 	__type(value, struct nd_flow_stats);
 } flows SEC(".maps");
+
+/* Entries this CPU created in `flows` (successful inserts). Nothing but the LRU removes an
+ * entry (the agent never deletes), so inserts minus the entries the table holds are the
+ * flows the LRU evicted: exact, and paid only by a packet that creates an entry, which
+ * costs hundreds of ns anyway. Per CPU, so inserts never share a counter's cache line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} flow_inserts SEC(".maps");
+
+/* Creates the flow's entry (BPF_NOEXIST) and counts the insert; returns the update's
+ * result (non-zero when another CPU created it first). */
+static __always_inline long table_insert(const struct nd_flow_key *key,
+					 const struct nd_flow_stats *init)
+{
+	long err = bpf_map_update_elem(&flows, key, init, BPF_NOEXIST);
+
+	if (err == 0) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&flow_inserts, &zero);
+
+		/* Atomic although per CPU: a program in task context can be preempted (RT) by
+		 * another on the same CPU, and a lost count would invent an eviction. */
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
+	return err;
+}
 
 _Static_assert(sizeof(struct nd_flow_key) == 44, "flow_hash and key_eq read 5 + 1 words");
 
@@ -100,7 +131,7 @@ static __always_inline struct nd_flow_stats *table_get(const struct nd_flow_key 
 
 	init.first_ns = now;
 	init.last_ns = now;
-	bpf_map_update_elem(&flows, key, &init, BPF_NOEXIST);
+	table_insert(key, &init);
 	return bpf_map_lookup_elem(&flows, key);
 }
 

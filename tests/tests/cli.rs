@@ -71,6 +71,7 @@ fn help_exits_0_and_describes_the_subcommand() -> Result<()> {
         "--xdp-mode",
         "--attach",
         "--tunnel-port",
+        "--max-flows",
     ] {
         assert!(
             stdout.contains(option),
@@ -193,6 +194,11 @@ fn bad_tunnel_ports_exit_3() -> Result<()> {
         &["--tunnel-port", "unknown tunnel kind", "wireguard"],
     )?;
     expect_usage_error(&["flows", "eth0", "--tunnel-port", "1000"], &["PORT=KIND"])?;
+    // The flow table's size is checked before anything loads.
+    expect_usage_error(
+        &["flows", "eth0", "--max-flows", "100"],
+        &["--max-flows", "1024 to 16777216"],
+    )?;
     let nine: Vec<String> = (10000..10009).map(|p| format!("{p}=fastd")).collect();
     let mut args = vec!["flows", "eth0"];
     for p in &nine {

@@ -13,6 +13,7 @@ use crate::facts::tailscale::PeerPath;
 use crate::facts::wireguard::Peer;
 use crate::facts::{link, tunnel};
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
+use crate::kernel::packet::flow_table::FlowTableUse;
 use crate::kernel::packet::flows::{top_by_bytes, Flow};
 use crate::kernel::packet::too_big::TooBig;
 use crate::kernel::packet::tunnel_traffic::{self, TunnelTraffic};
@@ -36,6 +37,9 @@ pub struct FlowsReport {
     pub counters: IfaceCounters,
     /// Flows on this interface in the table (before `--top`).
     pub flows_total: usize,
+    /// The flow table (shared by every interface): capacity, entries, and flows it evicted
+    /// since netdoctor loaded it (their figures restarted from zero).
+    pub flow_table: FlowTableUse,
     /// The busiest flows, by bytes.
     pub flows: Vec<Flow>,
     /// Tunnel traffic recognised on this interface (as an underlay).
@@ -107,8 +111,8 @@ impl FlowsReport {
             None => Vec::new(),
         };
         let counters = dp.counters(iface.index)?.unwrap_or_default();
-        let flows: Vec<Flow> = dp
-            .flows()?
+        let (all, flow_table) = dp.flows_and_table()?;
+        let flows: Vec<Flow> = all
             .into_iter()
             .filter(|f| f.ifindex == iface.index)
             .collect();
@@ -123,6 +127,7 @@ impl FlowsReport {
             size_buckets: (0..=SIZE_BUCKET_BOUNDS.len()).map(bucket_label).collect(),
             counters,
             flows_total: flows.len(),
+            flow_table,
             tunnels: tunnel_traffic::from_flows(&flows),
             flows: top_by_bytes(flows, top),
             too_big,

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::duration::{AtMost, DAY, MINUTE};
 use crate::kernel::attach::{AttachMethod, XdpMode};
-use crate::kernel::packet::{IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
+use crate::kernel::packet::{flow_table, IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
 use crate::kernel::views::Encap;
 
 /// Exit code when netdoctor could not do its job (Nagios "UNKNOWN"): usage errors, unknown
@@ -285,6 +285,11 @@ pub struct DataplaneArgs {
     /// it is recognised by its message format.
     #[arg(long = "tunnel-port", value_name = "PORT=KIND", value_parser = parse_tunnel_port)]
     pub tunnel_ports: Vec<TunnelPort>,
+    /// Flows the flow table holds, 1024 to 16777216 [default: 65536, the largest power of
+    /// two within 16 MiB]. Each takes 184 bytes of kernel memory; when the table is full
+    /// the least recently used flow is evicted, and evictions are counted and reported.
+    #[arg(long, value_name = "N", value_parser = parse_max_flows, env = "NETDOCTOR_MAX_FLOWS")]
+    pub max_flows: Option<u32>,
 }
 
 impl DataplaneArgs {
@@ -300,9 +305,19 @@ impl DataplaneArgs {
             xdp_mode: self.xdp_mode,
             method: self.attach,
             tunnel_ports: self.tunnel_ports.clone(),
+            max_flows: self.max_flows.unwrap_or(flow_table::DEFAULT_MAX_FLOWS),
             ..Options::default()
         })
     }
+}
+
+fn parse_max_flows(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of flows"))?;
+    flow_table::check_max_flows(n)
 }
 
 fn parse_tunnel_port(s: &str) -> Result<TunnelPort, String> {
@@ -358,7 +373,12 @@ pub fn main() -> ExitCode {
             Command::Wireguard(args) => wireguard::run(args).await,
             Command::Agent(args) => {
                 let config = crate::daemon::config::Config::resolve(&args.settings)?;
-                crate::daemon::run(config, args.dataplane.options()?).await?;
+                let mut options = args.dataplane.options()?;
+                // The flag (or its variable) wins over the configuration file's key.
+                if let (None, Some(n)) = (args.dataplane.max_flows, config.max_flows) {
+                    options.max_flows = n;
+                }
+                crate::daemon::run(config, options).await?;
                 Ok(ExitCode::SUCCESS)
             }
         }

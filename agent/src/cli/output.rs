@@ -116,6 +116,13 @@ pub(super) fn print_flows(r: &FlowsReport) {
         println!("No IP flows seen.");
     } else {
         println!("Top {} of {} flows by bytes:", r.flows.len(), r.flows_total);
+        if r.flow_table.evictions > 0 {
+            println!(
+                "The flow table ({} flows, --max-flows) was full and evicted {} flows: their \
+                 figures restarted from zero.",
+                r.flow_table.capacity, r.flow_table.evictions
+            );
+        }
         let mut t = table(&[
             "dir",
             "proto",

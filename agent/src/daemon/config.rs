@@ -33,6 +33,7 @@ pub struct File {
     probe: Option<bool>,
     probe_interval: Option<Written>,
     max_peer_labels: Option<usize>,
+    max_flows: Option<u32>,
 }
 
 /// Longest evaluation interval: beyond it the agent would hardly be watching.
@@ -181,6 +182,8 @@ pub struct Config {
     pub probe_interval: Duration,
     /// Peer-label limit.
     pub max_peer_labels: usize,
+    /// Flow-table size from the file (`max_flows`); the `--max-flows` flag overrides it.
+    pub max_flows: Option<u32>,
 }
 
 impl Config {
@@ -258,6 +261,11 @@ impl Config {
                 )?)
                 .unwrap_or(Duration::from_secs(300)),
             max_peer_labels: o.max_peer_labels.or(file.max_peer_labels).unwrap_or(16),
+            max_flows: file
+                .max_flows
+                .map(crate::kernel::packet::flow_table::check_max_flows)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("configuration key max_flows: {e}"))?,
         };
         anyhow::ensure!(
             config.interval >= Duration::from_secs(1),
@@ -398,6 +406,13 @@ mod tests {
         let c = Config::resolve(&o).expect("config");
         assert_eq!(c.interval, Duration::from_secs(2));
         assert_eq!(c.interfaces, vec!["wg*".to_owned()]);
+
+        std::fs::write(&path, "max_flows = 1048576\n").expect("write");
+        let c = Config::resolve(&o).expect("config");
+        assert_eq!(c.max_flows, Some(1_048_576));
+        std::fs::write(&path, "max_flows = 10\n").expect("write");
+        let e = Config::resolve(&o).expect_err("too small a table must fail");
+        assert!(e.to_string().contains("max_flows"), "{e}");
 
         std::fs::write(&path, "intervall = \"30s\"\n").expect("write");
         let e = Config::resolve(&o).expect_err("typo must fail");

@@ -57,6 +57,8 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_bpf_program_loaded", "Whether the BPF program loaded on this kernel (1) or its signal is missing (0).", GAUGE, &["program"]),
     ("netdoctor_attach_failures_total", "Attempts to attach to an interface that failed.", COUNTER, &[]),
     ("netdoctor_bpf_map_fill_ratio", "Entries in a BPF map over its capacity.", GAUGE, &["map"]),
+    ("netdoctor_flow_table_capacity", "Flows the flow table holds (--max-flows).", GAUGE, &[]),
+    ("netdoctor_flow_table_evictions_total", "Flows the full flow table evicted (their figures restarted from zero).", COUNTER, &[]),
     ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_bpf_run_count_total", "Runs of the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_last_evaluation_timestamp_seconds", "When the last evaluation finished.", GAUGE, &[]),
@@ -339,6 +341,18 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
     for (map, fill) in &h.map_fill {
         out.put("netdoctor_bpf_map_fill_ratio", &[map], *fill);
     }
+    if h.flow_table.capacity > 0 {
+        out.put(
+            "netdoctor_flow_table_capacity",
+            &[],
+            h.flow_table.capacity as f64,
+        );
+        out.put(
+            "netdoctor_flow_table_evictions_total",
+            &[],
+            h.flow_table.evictions as f64,
+        );
+    }
     for (program, (runs, ns)) in &h.program_stats {
         out.put("netdoctor_bpf_run_count_total", &[program], *runs as f64);
         out.put(
@@ -408,3 +422,6 @@ impl Metrics {
         Ok(String::from_utf8(buf)?)
     }
 }
+
+#[cfg(test)]
+mod tests;

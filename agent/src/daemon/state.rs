@@ -138,6 +138,8 @@ pub struct Health {
     pub programs_attached: u64,
     /// Entries / capacity per map.
     pub map_fill: BTreeMap<String, f64>,
+    /// The flow table's size, entries and evictions since load.
+    pub flow_table: crate::kernel::packet::flow_table::FlowTableUse,
     /// Per program: (run count, run time ns).
     pub program_stats: BTreeMap<String, (u64, u64)>,
     /// Every BPF program netdoctor has, and whether it loaded on this kernel.

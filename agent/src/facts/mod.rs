@@ -198,6 +198,11 @@ pub struct TrafficFacts {
     pub tcp_retransmits: i64,
     /// tcp_retransmits / tcp_segments.
     pub tcp_retrans_ratio: f64,
+    /// Flows the flow table (shared by every watched interface) evicted during the
+    /// observation because it was full: their figures restarted from zero.
+    pub flow_evictions: i64,
+    /// Flows the flow table holds (`--max-flows`).
+    pub flow_table_capacity: i64,
 }
 
 /// A local TCP connection through the interface (see `sockets::window::SocketRow`).

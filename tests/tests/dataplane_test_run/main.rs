@@ -24,6 +24,7 @@ mod harness;
 mod encapsulation;
 mod fast_path;
 mod flow_cache;
+mod flow_table;
 mod fragments;
 mod hooks;
 mod icmp_too_big;

@@ -31,9 +31,8 @@ impl Monitor<'_> {
             .map(|w| (w.iface.index, w.iface.name.clone()))
             .collect();
         let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
-        // The snapshot already holds every flow: its length is the table's fill.
-        let capacity = self.dp.as_ref().map_or(0, |dp| dp.flow_table_capacity());
-        let fill = dp_now.flows.len();
+        // The snapshot read the table: its entries are the table's fill.
+        let table = dp_now.flow_table;
         let program_stats = self
             .dp
             .as_ref()
@@ -133,12 +132,13 @@ impl Monitor<'_> {
         view.active = active.to_vec();
         view.health.map_fill = BTreeMap::from([(
             "flows".to_owned(),
-            if capacity > 0 {
-                fill as f64 / capacity as f64
+            if table.capacity > 0 {
+                table.entries as f64 / table.capacity as f64
             } else {
                 0.0
             },
         )]);
+        view.health.flow_table = table;
         view.health.program_stats = program_stats
             .into_iter()
             .map(|(n, runs, ns)| (n.to_owned(), (runs, ns)))

@@ -355,6 +355,8 @@ impl Observation<'_> {
             } else {
                 0.0
             },
+            flow_evictions: to_i64(self.window.flow_table.evictions),
+            flow_table_capacity: to_i64(self.window.flow_table.capacity),
         };
 
         let flows = self

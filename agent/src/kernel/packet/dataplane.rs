@@ -14,6 +14,7 @@ use crate::kernel::bpf::packet::{PacketSkel, PacketSkelBuilder};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::flow_cache::{self, SlotView};
+use crate::kernel::packet::flow_table;
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
 /// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
@@ -41,6 +42,8 @@ pub struct Dataplane<'obj> {
     cpus: u32,
     /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
     pub(super) flow_cache: SlotView,
+    /// The largest eviction count read so far (readings never go backwards).
+    pub(super) evictions_seen: std::sync::atomic::AtomicU64,
     options: Options,
 }
 
@@ -101,6 +104,12 @@ impl<'obj> Dataplane<'obj> {
             map.set_max_entries(total).map_err(Error::from_load)
         };
         per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
+        let max_flows = flow_table::check_max_flows(options.max_flows)
+            .map_err(|e| Error::Load(libbpf_rs::Error::from(std::io::Error::other(e))))?;
+        open.maps
+            .flows
+            .set_max_entries(max_flows)
+            .map_err(Error::from_load)?;
         per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
         if crate::kernel::features::xdp_frags() {
             // Multi-buffer XDP: the program sees whole frames, fragments included. Set
@@ -120,6 +129,7 @@ impl<'obj> Dataplane<'obj> {
             slots: std::sync::Mutex::new(HashMap::new()),
             cpus,
             flow_cache,
+            evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
         })
     }

@@ -6,11 +6,13 @@
 //! - [`snapshot`]: reading the maps into plain records ([`counters`], [`flows`],
 //!   [`too_big`]) and the difference of two readings (a window);
 //! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
+//! - [`flow_table`]: the flow table's size, memory and evictions;
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints.
 
 pub mod counters;
 pub mod dataplane;
 pub mod flow_cache;
+pub mod flow_table;
 pub mod flows;
 #[cfg(test)]
 mod limits;

@@ -70,6 +70,9 @@ pub struct Options {
     /// only slower: this exists so that a test can prove it by running both on the same
     /// packets.
     pub stages_only: bool,
+    /// Flows the flow table holds (see [`super::flow_table`]); older flows are evicted,
+    /// and counted, when it is full.
+    pub max_flows: u32,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             method: AttachMethod::Link,
             tunnel_ports: Vec::new(),
             stages_only: false,
+            max_flows: super::flow_table::DEFAULT_MAX_FLOWS,
         }
     }
 }

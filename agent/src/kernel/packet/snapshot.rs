@@ -10,6 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::counters::IfaceCounters;
 use super::dataplane::Dataplane;
 use super::flow_cache;
+use super::flow_table::FlowTableUse;
 use super::flows::Flow;
 use super::options::ProgramKind;
 use super::too_big::TooBig;
@@ -42,12 +43,26 @@ impl Dataplane<'_> {
     /// Every flow: the table's entries plus what the per-CPU flow cache holds of them
     /// (see [`flow_cache`]), so each flow's figures are its whole total.
     pub fn flows(&self) -> Result<Vec<Flow>> {
+        Ok(self.flows_and_table()?.0)
+    }
+
+    /// Every flow (as [`Dataplane::flows`]) and the table's use, evictions included, from
+    /// the same reading of the table.
+    pub fn flows_and_table(&self) -> Result<(Vec<Flow>, FlowTableUse)> {
+        // The insert count first: see flow_table's notes.
+        let inserts = self.flow_inserts()?;
+        let entries = std::cell::Cell::new(0u64);
         let merged = flow_cache::merged_flows(&self.flow_cache, || {
-            read_all::<nd_flow_key, nd_flow_stats, _>(&self.skel.maps.flows, "flows", |k, v| {
-                (*k, *v)
-            })
+            let table = read_all::<nd_flow_key, nd_flow_stats, _>(
+                &self.skel.maps.flows,
+                "flows",
+                |k, v| (*k, *v),
+            )?;
+            entries.set(table.len() as u64);
+            Ok(table)
         })?;
-        Ok(merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect())
+        let flows = merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect();
+        Ok((flows, self.flow_table_use(inserts, entries.get())))
     }
 
     /// The flows the per-CPU flow cache holds right now, as (CPU, slot within that CPU's
@@ -70,9 +85,11 @@ impl Dataplane<'_> {
                 counters.insert(index, c);
             }
         }
+        let (flows, flow_table) = self.flows_and_table()?;
         Ok(Snapshot {
             counters,
-            flows: self.flows()?,
+            flows,
+            flow_table,
         })
     }
 
@@ -116,6 +133,8 @@ pub struct Snapshot {
     pub counters: HashMap<u32, IfaceCounters>,
     /// Every flow in the table.
     pub flows: Vec<Flow>,
+    /// The flow table's size, entries and evictions (in a window: evictions during it).
+    pub flow_table: FlowTableUse,
 }
 
 impl Snapshot {
@@ -145,6 +164,7 @@ impl Snapshot {
                 })
                 .filter(|f| f.packets > 0)
                 .collect(),
+            flow_table: self.flow_table.since(&earlier.flow_table),
         }
     }
 

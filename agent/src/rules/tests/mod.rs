@@ -160,6 +160,11 @@ fn each_rule_fires_on_its_situation() {
         f.peers[0].initiations_sent = 3;
         f.peers[0].responses_received = 0;
     });
+    fires("flows.table_evictions", |f| {
+        f.traffic.rx_segments = 1000;
+        f.traffic.flow_evictions = 5000;
+        f.traffic.flow_table_capacity = 65_536;
+    });
     fires("bond.single_link_hash", |f| {
         f.tunnel.underlay_bond_mode = "802.3ad".into();
         f.tunnel.underlay_bond_policy = "layer2".into();
@@ -222,6 +227,16 @@ fn healthy_twins_stay_quiet() {
     });
     quiet(&|f| f.nat = nat(3, 3)); // site to site: the far side routes the range back
     quiet(&|f| f.nat = nat(0, 0)); // translated: nothing leaves with the tunnel's addresses
+    quiet(&|f| {
+        // A busy, full table that evicted nothing: every flow's figures are whole.
+        f.traffic.rx_segments = 1000;
+        f.traffic.flow_table_capacity = 65_536;
+    });
+    quiet(&|f| {
+        // Evictions while this interface was idle: nothing of it was lost.
+        f.traffic.flow_evictions = 5000;
+        f.traffic.flow_table_capacity = 65_536;
+    });
 }
 
 #[test]

@@ -223,6 +223,10 @@ pub(crate) struct Args {
         hide_default_value = true
     )]
     pub(crate) netdoctor: PathBuf,
+    /// directory holding NetObserv's tc object (netobserv-tc.o), measured side by side with
+    /// netdoctor in the tc runs; skipped, said so, when it is not there
+    #[arg(long, value_name = "DIR", default_value = "../shared/peer")]
+    pub(crate) peer: PathBuf,
     /// print one JSON document instead of the text report
     #[arg(long)]
     pub(crate) json: bool,

@@ -71,7 +71,8 @@
 //!
 //! One module per section: [`args`] (the command line), [`programs`] (hook and program
 //! ids, statistics), [`floor`] and [`lab`] (what every section uses), [`packet`] (the
-//! packet runs), [`tracing`], [`agent`], [`tables`] (summaries of the packet runs),
+//! packet runs), [`peer`] (NetObserv's tc programs, measured in the same tc runs),
+//! [`tracing`], [`agent`], [`tables`] and [`sidebyside`] (summaries of the packet runs),
 //! [`machine`] and [`report`] (text and JSON); this file holds the targets and the plan.
 
 mod agent;
@@ -80,8 +81,10 @@ mod floor;
 mod lab;
 mod machine;
 mod packet;
+mod peer;
 mod programs;
 mod report;
+mod sidebyside;
 mod tables;
 mod tracing;
 
@@ -102,6 +105,7 @@ use lab::Lab;
 use machine::{loadavg, machine};
 use packet::run::Kind;
 use packet::{progress, run_once};
+use peer::Peer;
 use report::Report;
 use tracing::run_tracing;
 
@@ -201,6 +205,21 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         None
     };
+    let peer = if args.configs.packet.contains(&args::Config::Tc) {
+        Peer::load(&args.peer).context("loading NetObserv's tc object")?
+    } else {
+        None
+    };
+    let peer_note = peer.is_none().then(|| {
+        format!(
+            "skipped: no {} in {} (NetObserv's committed x86 tc object; --peer DIR)",
+            peer::OBJECT,
+            args.peer.display()
+        )
+    });
+    if let Some(note) = &peer_note {
+        eprintln!("netdoctor-bench: side by side with NetObserv {note}");
+    }
     let lab = Lab::new(args.side)?;
 
     eprintln!("netdoctor-bench: warm-up run");
@@ -211,8 +230,17 @@ fn run(args: &Args) -> Result<ExitCode> {
     let total = steps.len();
     let mut runs = Vec::with_capacity(total);
     for (i, (kind, round, secs, parallel)) in steps.into_iter().enumerate() {
-        let run = run_once(&lab, &floor, &netdoctor, kind, round, secs, parallel)
-            .with_context(|| format!("run {} ({}, round {})", i + 1, kind.label(), round + 1))?;
+        let run = run_once(
+            &lab,
+            &floor,
+            peer.as_ref(),
+            &netdoctor,
+            kind,
+            round,
+            secs,
+            parallel,
+        )
+        .with_context(|| format!("run {} ({}, round {})", i + 1, kind.label(), round + 1))?;
         progress(&run, total, i + 1);
         runs.push(run);
     }
@@ -249,6 +277,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         runs,
         tracing,
         agent,
+        peer_note,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);

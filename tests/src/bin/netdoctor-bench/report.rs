@@ -43,6 +43,8 @@ pub(crate) struct Report<'a> {
     pub(crate) runs: Vec<Run>,
     pub(crate) tracing: Option<Tracing>,
     pub(crate) agent: Option<AgentBench>,
+    /// Why NetObserv was not measured side by side (None: it was).
+    pub(crate) peer_note: Option<String>,
 }
 
 impl Report<'_> {
@@ -82,6 +84,12 @@ impl Report<'_> {
         }
         if !self.runs.is_empty() {
             self.print_packet_text();
+            if a.configs.packet.contains(&Config::Tc) {
+                crate::sidebyside::print(
+                    &crate::sidebyside::rows(&self.runs),
+                    self.peer_note.as_deref(),
+                );
+            }
         }
         if let Some(t) = &self.tracing {
             if !self.runs.is_empty() {
@@ -302,7 +310,7 @@ impl Report<'_> {
                         "egress": {"packets": e.packets, "segments": e.segments},
                     })),
                     "programs": r.programs.iter().map(|p| json!({
-                        "role": match p.role { Role::Netdoctor => "netdoctor", Role::Floor => "floor" },
+                        "role": match p.role { Role::Netdoctor => "netdoctor", Role::Floor => "floor", Role::Peer => "netobserv" },
                         "hook": p.hook.name(),
                         "name": p.name,
                         "id": p.id,
@@ -338,6 +346,10 @@ impl Report<'_> {
             "targets": {"throughput_ratio_min": TARGET_RATIO, "ns_above_floor_max": TARGET_NS_ABOVE_FLOOR},
             "throughput": throughput,
             "programs": programs,
+            "side_by_side": crate::sidebyside::json(
+                &crate::sidebyside::rows(&self.runs),
+                self.peer_note.as_deref(),
+            ),
             "runs": runs,
             "tracing": self.tracing.as_ref().map(|t| t.json(a.side, packet_floor(&self.runs))),
             "agent": self.agent.as_ref().map(|g| g.json(a.side)),

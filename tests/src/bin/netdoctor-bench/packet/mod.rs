@@ -17,6 +17,7 @@ use crate::args::Config;
 use crate::floor::Floor;
 use crate::lab::{finish_netdoctor, flows_argv, Lab};
 use crate::machine::{clk_tck, cpu_busy_ns};
+use crate::peer::Peer;
 use crate::programs::{all_programs, query_hooks};
 use crate::{STOP, WATCHING};
 use run::{DirCount, Hook, Kind, ProgRun, Role, Run};
@@ -87,9 +88,11 @@ pub(crate) fn start_netdoctor(
     Ok((nd, found))
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_once(
     lab: &Lab,
     floor: &Floor<'_>,
+    peer: Option<&Peer>,
     netdoctor: &str,
     kind: Kind,
     round: u32,
@@ -129,7 +132,21 @@ pub(crate) fn run_once(
                 .map(|&(h, id)| (Role::Netdoctor, h, id))
                 .collect();
             ids.extend(floor_hooks.iter().map(|&h| (Role::Floor, h, floor.id(h))));
+            // The peer last: its TC_ACT_OK ends the tcx chain (see `peer`).
+            let peer_links = match peer.filter(|_| config == Config::Tc) {
+                Some(p) => {
+                    let links = p.attach(lab.watched(), lab.ifindex, &floor_hooks)?;
+                    ids.extend(
+                        floor_hooks
+                            .iter()
+                            .filter_map(|&h| Some((Role::Peer, h, p.id(h)?))),
+                    );
+                    links
+                }
+                None => Vec::new(),
+            };
             let (report, progs, busy) = measure(&ids, || lab.iperf(secs, parallel))?;
+            drop(peer_links);
             drop(links);
             run.cpu_busy_ns = busy;
             let json = finish_netdoctor(nd)?;
@@ -195,6 +212,7 @@ pub(crate) fn progress(run: &Run, total: usize, done: usize) {
         let who = match p.role {
             Role::Netdoctor => "nd",
             Role::Floor => "floor",
+            Role::Peer => "netobserv",
         };
         match p.ns_per_run() {
             Some(ns) => line.push_str(&format!("  {who} {} {ns:.0} ns/run", p.hook.name())),

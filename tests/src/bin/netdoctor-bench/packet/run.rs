@@ -41,6 +41,8 @@ impl Hook {
 pub(crate) enum Role {
     Netdoctor,
     Floor,
+    /// NetObserv's flow programs (see `peer`), behind netdoctor and the floor.
+    Peer,
 }
 
 /// What a run has attached.

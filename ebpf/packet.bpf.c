@@ -7,7 +7,10 @@
  * and TCX_NEXT on tc so programs attached after ours (Cilium, firewalls) still decide.
  * Unparseable packets are counted as truncated, never dropped.
  *
- * Every packet goes one way: find the interface's counters, parse into a struct nd_pkt
+ * TCP segments of this host's own connections (not SYNs) take the local path first where the
+ * agent turned it on (local_tcp.h): interface counters only, since socket telemetry
+ * describes those connections. Every other packet goes one way: find the interface's
+ * counters, parse into a struct nd_pkt
  * (the flow key and what the flow record needs) while counting the interface counters,
  * then flow_record(). Plain TCP and UDP (no VLAN tag, IPv4 options or IPv6 extension
  * headers, not a fragment, not a SYN), most packets of a busy link or tunnel underlay,
@@ -21,8 +24,8 @@
  *
  * The parts live in headers under include/, one concern each, in the order a packet meets
  * them: meta.h (what is known of the packet), iface_stats.h (interface slots and
- * counters), fast_path.h, stages.h (the general parser) with too_big.h (ICMP too-big
- * records), then the flow record: flow_table.h, flow_seq.h (retransmissions) and
+ * counters), local_tcp.h (the local path), fast_path.h, stages.h (the general parser)
+ * with too_big.h (ICMP too-big records), then the flow record: flow_table.h, flow_seq.h (retransmissions) and
  * flow_cache.h. This file holds the settings the agent writes before load, account(), the
  * slow path's scratch entry and global functions, and the entry points.
  *
@@ -56,6 +59,10 @@ const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {};
  * proves both parse alike; the verifier drops the branch not taken, so it costs nothing. */
 const volatile __u32 stages_only = 0;
 
+/* Non-zero: TCP segments of local connections take the local path (local_tcp.h). The
+ * agent sets it where socket telemetry describes those connections. */
+const volatile __u32 local_tcp = 0;
+
 /* The data plane's parts (see above); after the settings, which iface_stats.h reads. */
 #include "meta.h"
 #include "iface_stats.h"
@@ -63,6 +70,7 @@ const volatile __u32 stages_only = 0;
 #include "stages.h"
 #include "fast_path.h"
 #include "flow_cache.h"
+#include "local_tcp.h"
 
 /* The flow record's input from the stages' results; `segs` as account() counted them. */
 static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,
@@ -307,8 +315,11 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 	struct nd_pkt p;
 
 	skb_meta(skb, ifindex, dir, ifs->link, &m);
-	if ((!stages_only &&
-	     fast_account((void *)(long)skb->data, (void *)(long)skb->data_end, ifs, &m, &p)) ||
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+
+	if (local_tcp && local_tcp_account(skb, data, data_end, ifs, &m))
+		return;
+	if ((!stages_only && fast_account(data, data_end, ifs, &m, &p)) ||
 	    slow_result(nd_slow_skb(skb, dir), &p))
 		flow_record(&p);
 }

@@ -44,25 +44,7 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 					const struct nd_meta *m, struct nd_pkt *p)
 {
 	void *pos = data;
-	__u8 version;
-
-	if (m->link == ND_LINK_ETHER) {
-		struct ethhdr *eth = data;
-
-		if ((void *)(eth + 1) > data_end)
-			return 0;
-		pos = eth + 1;
-		if (eth->h_proto == bpf_htons(ETH_P_IP))
-			version = 4;
-		else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-			version = 6;
-		else
-			return 0;
-	} else {
-		if (pos + 1 > data_end)
-			return 0;
-		version = *(__u8 *)pos >> 4;
-	}
+	__u8 version = plain_l3(data, data_end, m->link, &pos);
 
 	__u32 ip_field, hdr_len;
 	__u8 proto, df;

@@ -24,6 +24,9 @@
 #define ND_MAX_PTB 1024
 #define ND_SIZE_BUCKETS 10
 #define ND_MAX_USER_PORTS 8
+#define ND_LOCAL_V4 8
+#define ND_LOCAL_V6 4
+#define ND_LOCAL_SEQ_SLOTS 1024
 
 enum nd_dir {
 	ND_DIR_INGRESS = 0,
@@ -73,6 +76,13 @@ struct nd_dir_stats {
 	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */
 	__u64 icmp_frag_needed; /* ICMP type 3 code 4 */
 	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
+	/* TCP segments of this host's own connections that took the local path (local_tcp.h):
+	 * counted here, not per flow; their connections are described by socket telemetry. */
+	__u64 local_packets;
+	__u64 local_segs;
+	__u64 local_retrans;  /* of those, segments carrying already-seen data */
+	__u32 local_max_seg;  /* largest segment (IP length) on this CPU since load ... */
+	__u32 local_max_hits; /* ... and the packets of that size since it became the largest */
 };
 
 /* One direction of one watched interface on one CPU: a value of `iface_stats`, at index
@@ -90,7 +100,7 @@ struct nd_iface_dir {
 	__u32 link;    /* enum nd_link */
 	__u32 pad;
 	struct nd_dir_stats s;
-	__u64 pad2[9];
+	__u64 pad2[5];
 };
 
 /* Flow identity. IPv4 addresses occupy the first 4 bytes of the 16-byte fields.
@@ -189,6 +199,24 @@ struct nd_ptb_stats {
 	__u64 last_ns;
 	__u32 mtu; /* the MTU the last message announced */
 	__u32 pad;
+};
+
+/* This host's addresses, for the local path's ingress test (local_tcp.h); written by the
+ * agent. `v4_ok` / `v6_ok`: every address of the family is listed and the host does not
+ * forward that family, so a TCP segment to a listed address is for a local socket. */
+struct nd_local_addrs {
+	__u32 v4[ND_LOCAL_V4];
+	__u8 v6[ND_LOCAL_V6][16];
+	__u32 v4_ok;
+	__u32 v6_ok;
+};
+
+/* The local path's TCP sequence state: tag << 32 | highest sequence end (0: free). One
+ * cache line each, shared by all CPUs like flow_seq's. */
+struct nd_local_seq {
+	__u64 state;
+	__u32 last_j;
+	__u32 pad[13];
 };
 
 #endif /* NETDOCTOR_PACKET_H */

@@ -13,6 +13,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "packet.h"
+
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
 #define ETH_P_8021Q 0x8100
@@ -192,6 +194,29 @@ static __always_inline int parse_ipv6(struct cursor *c, struct l3_info *l3)
 	l3->proto = next;
 	l3->hdr_len = hdr_len;
 	return 0;
+}
+
+/* The IP version (4 or 6) of a frame with no VLAN tag, and in *l3 where its network header
+ * starts: Ethernet with an IPv4 or IPv6 EtherType, or raw IP (wg, tun; the version nibble).
+ * 0 for anything else, which the general parser (stages.h) takes. For the inline paths. */
+static __always_inline __u8 plain_l3(void *data, void *data_end, __u32 link, void **l3)
+{
+	if (link == ND_LINK_ETHER) {
+		struct ethhdr *eth = data;
+
+		if ((void *)(eth + 1) > data_end)
+			return 0;
+		*l3 = eth + 1;
+		if (eth->h_proto == bpf_htons(ETH_P_IP))
+			return 4;
+		if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+			return 6;
+		return 0;
+	}
+	if (data + 1 > data_end)
+		return 0;
+	*l3 = data;
+	return *(__u8 *)data >> 4;
 }
 
 /* Copies a network-order address into a 16-byte key field. Both sides are 32-bit aligned

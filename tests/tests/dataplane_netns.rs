@@ -71,7 +71,20 @@ fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
     let peer_mtu = u64::from(pair.b.mtu(ifname)?);
     let _server = Iperf3Server::start(&pair.b, 5201)?;
 
-    let mut watch = Watch::start(&pair.a, &["flows", ifname, "--duration", "6s", "--json"])?;
+    // `--local-tcp packets`: this test checks the flow record of a local connection, which
+    // the default counts on the local path instead (tests/tests/local_tcp.rs).
+    let mut watch = Watch::start(
+        &pair.a,
+        &[
+            "flows",
+            ifname,
+            "--duration",
+            "6s",
+            "--json",
+            "--local-tcp",
+            "packets",
+        ],
+    )?;
     // netdoctor's window [attach, attach + 6 s] encloses [before, after]:
     // the counts may differ only by what crossed the link at the edges.
     let before = pair.a.interface_stats(ifname)?;
@@ -261,7 +274,16 @@ fn wireguard_underlay_and_inner_flows() -> Result<()> {
     let _server = Iperf3Server::start(&pair.b, 5201)?;
     let inner = Watch::start(
         &pair.a,
-        &["flows", wg.a.ifname(), "--duration", "120s", "--json"],
+        // The inner connections' flow records (see the veth test on `--local-tcp`).
+        &[
+            "flows",
+            wg.a.ifname(),
+            "--duration",
+            "120s",
+            "--json",
+            "--local-tcp",
+            "packets",
+        ],
     )?;
     let ping_opts = PingOpts {
         count: 10,

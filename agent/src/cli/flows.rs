@@ -145,9 +145,6 @@ impl FlowsReport {
 pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     let options = args.dataplane.options()?;
     let iface = iface::by_name(&args.interface).await?;
-    let mut storage = MaybeUninit::uninit();
-    let mut dp = Dataplane::load(&mut storage, options)?;
-    let hooks = dp.attach(&iface.target())?;
     let mut socket_storage = MaybeUninit::uninit();
     let probes = match SocketProbes::load(&mut socket_storage) {
         Ok(p) => {
@@ -161,6 +158,11 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
+    // After the sockets: whether they loaded decides how local connections are accounted.
+    let options = crate::facts::signals::with_sockets(options, probes.as_ref());
+    let mut storage = MaybeUninit::uninit();
+    let mut dp = Dataplane::load(&mut storage, options)?;
+    let hooks = dp.attach(&iface.target())?;
     // The window starts with the socket baseline: announce it only once that is taken.
     let baseline = probes.as_ref().map(Baseline::take).transpose()?;
     eprintln!(

@@ -18,7 +18,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::duration::{AtMost, DAY, MINUTE};
 use crate::kernel::attach::{AttachMethod, XdpMode};
-use crate::kernel::packet::{flow_table, IngressHook, Options, TunnelPort, MAX_TUNNEL_PORTS};
+use crate::kernel::packet::{
+    flow_table, IngressHook, LocalTcp, Options, TunnelPort, MAX_TUNNEL_PORTS,
+};
 use crate::kernel::views::Encap;
 
 /// Exit code when netdoctor could not do its job (Nagios "UNKNOWN"): usage errors, unknown
@@ -290,6 +292,14 @@ pub struct DataplaneArgs {
     /// the least recently used flow is evicted, and evictions are counted and reported.
     #[arg(long, value_name = "N", value_parser = parse_max_flows, env = "NETDOCTOR_MAX_FLOWS")]
     pub max_flows: Option<u32>,
+    /// How TCP segments of this host's own connections are accounted. sockets: counted per
+    /// interface (packets, segments, sizes, retransmissions) at a fraction of the cost,
+    /// each connection described by socket telemetry (`netdoctor flows` lists them under
+    /// sockets); received segments only while the host does not forward. packets: each
+    /// gets its flow record, like forwarded traffic. SYNs always get one (their MSS), and
+    /// without socket telemetry netdoctor falls back to packets.
+    #[arg(long, value_enum, default_value_t = LocalTcp::Sockets, env = "NETDOCTOR_LOCAL_TCP")]
+    pub local_tcp: LocalTcp,
 }
 
 impl DataplaneArgs {
@@ -306,6 +316,7 @@ impl DataplaneArgs {
             method: self.attach,
             tunnel_ports: self.tunnel_ports.clone(),
             max_flows: self.max_flows.unwrap_or(flow_table::DEFAULT_MAX_FLOWS),
+            local_tcp: self.local_tcp,
             ..Options::default()
         })
     }

@@ -86,6 +86,18 @@ pub(super) fn print_flows(r: &FlowsReport) {
     counter_rows(&mut t, "out", &r.counters.egress, r.duration_s);
     right_align(&mut t, 1);
     println!("{t}\n");
+    let (lin, lout) = (&r.counters.ingress, &r.counters.egress);
+    if lin.local_tcp_packets + lout.local_tcp_packets > 0 {
+        println!(
+            "This host's own TCP connections (local path: counted per interface, no flow \
+             records; each is listed under Local TCP connections below): {} segments in, {} out, \
+             {} and {} of them seen before.\n",
+            lin.local_tcp_segments,
+            lout.local_tcp_segments,
+            lin.local_tcp_retransmits,
+            lout.local_tcp_retransmits
+        );
+    }
 
     let mut sizes = table(&["segment size", "in", "out"]);
     for (idx, label) in r.size_buckets.iter().enumerate() {

@@ -35,6 +35,8 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_interface_segment_size_total", "Segments by IP size bucket (le_bytes: upper bound, +Inf for larger).", COUNTER, &["interface", "direction", "le_bytes"]),
     ("netdoctor_interface_fragments_total", "IP fragments, first and later.", COUNTER, &["interface", "direction"]),
     ("netdoctor_interface_df_over_mtu_total", "DF-marked (or IPv6) segments larger than the interface MTU.", COUNTER, &["interface", "direction"]),
+    ("netdoctor_interface_local_tcp_segments_total", "Of the segments, those of local TCP connections counted on the local path (no flow record; their sockets describe them).", COUNTER, &["interface", "direction"]),
+    ("netdoctor_interface_local_tcp_retransmits_total", "Local-path segments carrying data seen before (retransmitted or reordered).", COUNTER, &["interface", "direction"]),
     ("netdoctor_interface_icmp_too_big_total", "ICMP fragmentation-needed and ICMPv6 packet-too-big messages received.", COUNTER, &["interface"]),
     ("netdoctor_tunnel_overhead_bytes", "Encapsulation overhead per packet: expected from the table, measured at full size.", GAUGE, &["interface", "source"]),
     ("netdoctor_tunnel_overhead_ratio", "Encapsulation overhead as a share of the underlay MTU.", GAUGE, &["interface", "source"]),
@@ -178,6 +180,16 @@ fn direction(out: &mut Out, iface: &str, dir: &str, c: &DirCounters) {
         "netdoctor_interface_df_over_mtu_total",
         &[iface, dir],
         f(c.df_over_mtu),
+    );
+    out.put(
+        "netdoctor_interface_local_tcp_segments_total",
+        &[iface, dir],
+        f(c.local_tcp_segments),
+    );
+    out.put(
+        "netdoctor_interface_local_tcp_retransmits_total",
+        &[iface, dir],
+        f(c.local_tcp_retransmits),
     );
     for (i, n) in c.size_buckets.iter().enumerate() {
         let le = SIZE_BUCKET_BOUNDS

@@ -116,6 +116,15 @@ async fn spawn_monitor(
                     let mut notes = Vec::new();
                     // Every program is optional: without the data plane the agent still
                     // serves configuration, sockets and drops.
+                    // Sockets first: whether they load decides how local connections
+                    // are accounted.
+                    let (sockets, drops) = crate::facts::signals::load_probes(
+                        &mut sock_storage,
+                        &mut drop_storage,
+                        &mut notes,
+                    );
+                    let dataplane =
+                        crate::facts::signals::with_sockets(dataplane, sockets.as_ref());
                     let dp = match Dataplane::load(&mut dp_storage, dataplane) {
                         Ok(dp) => Some(dp),
                         Err(e) => {
@@ -124,11 +133,6 @@ async fn spawn_monitor(
                         }
                     };
                     let packet = dp.is_some();
-                    let (sockets, drops) = crate::facts::signals::load_probes(
-                        &mut sock_storage,
-                        &mut drop_storage,
-                        &mut notes,
-                    );
                     let sig = sockets
                         .as_ref()
                         .map(SocketProbes::signals)

@@ -114,18 +114,19 @@ pub async fn diagnose(
             dp_options.tunnel_ports.push(tp);
         }
     }
+    // Sockets first: whether they load decides how local connections are accounted.
+    let mut sock_storage = MaybeUninit::uninit();
+    let mut drop_storage = MaybeUninit::uninit();
+    let (sockets, drops) = signals::load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
     let mut dp_storage = MaybeUninit::uninit();
     let dp = signals::packet_dataplane(
         &mut dp_storage,
-        dp_options,
+        signals::with_sockets(dp_options, sockets.as_ref()),
         &me,
         &underlay,
         &also,
         &mut notes,
     );
-    let mut sock_storage = MaybeUninit::uninit();
-    let mut drop_storage = MaybeUninit::uninit();
-    let (sockets, drops) = signals::load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
     let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
 
     let start = build::Snapshot::take(&tun, drops.as_ref())?

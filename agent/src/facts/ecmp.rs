@@ -10,8 +10,9 @@ use serde::Serialize;
 use super::iface::Interface;
 use super::route_table::TableRoute;
 use crate::kernel::packet::flows::Flow;
+use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::sysctl;
-use crate::kernel::views::Direction;
+use crate::kernel::views::{Direction, Encap};
 
 /// `FIB_MULTIPATH_HASH_FIELD_SRC_PORT | FIB_MULTIPATH_HASH_FIELD_DST_PORT` (outer).
 const PORT_FIELDS: i64 = 0x10 | 0x20;
@@ -116,6 +117,54 @@ pub fn facts(routes: &[&TableRoute], all: &[Interface], flows: &[Flow]) -> EcmpF
     let policy = int(&format!("net.{family}.fib_multipath_hash_policy"));
     let fields = int(&format!("net.{family}.fib_multipath_hash_fields"));
     measure(route, all, flows, policy, fields)
+}
+
+/// `flows` with the local connections among `sockets`: their segments took the data
+/// plane's local path (counted per interface; only the SYN has a flow record), and each is
+/// described by its socket, whose egress interface is the nexthop the route's hash gave it.
+/// A connection's figures are the larger of its flow record's and its socket's (bytes
+/// acknowledged during the window), so that with `--local-tcp packets`, where the flow
+/// record has them all, nothing counts twice.
+pub fn with_sockets(flows: &[Flow], sockets: &[SocketRow]) -> Vec<Flow> {
+    let mut out = flows.to_vec();
+    for r in sockets.iter().filter(|r| r.socket.ifindex != 0) {
+        let s = &r.socket;
+        let bytes = r.window_bytes_acked;
+        let same = |f: &&mut Flow| {
+            f.ifindex == s.ifindex
+                && f.direction == Direction::Egress
+                && f.protocol == 6
+                && (f.src, f.src_port, f.dst, f.dst_port)
+                    == (s.local.ip(), s.local.port(), s.remote.ip(), s.remote.port())
+        };
+        if let Some(f) = out.iter_mut().find(|f| same(f)) {
+            f.bytes = f.bytes.max(bytes);
+            f.packets = f.packets.max(r.data_segs_sent);
+            f.segments = f.segments.max(r.data_segs_sent);
+            continue;
+        }
+        out.push(Flow {
+            ifindex: s.ifindex,
+            direction: Direction::Egress,
+            protocol: 6,
+            src: s.local.ip(),
+            src_port: s.local.port(),
+            dst: s.remote.ip(),
+            dst_port: s.remote.port(),
+            packets: r.data_segs_sent,
+            segments: r.data_segs_sent,
+            bytes,
+            first_seen_ms: 0,
+            last_seen_ms: 0,
+            tcp_flags: 0,
+            syn_mss: None,
+            max_segment: 0,
+            retransmits: u32::try_from(r.retransmits).unwrap_or(u32::MAX),
+            encap: Encap::None,
+            wireguard: Default::default(),
+        });
+    }
+    out
 }
 
 /// [`facts`] with the sysctls given.

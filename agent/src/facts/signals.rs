@@ -10,7 +10,7 @@ use std::mem::MaybeUninit;
 use super::underlay::Underlay;
 use crate::facts::iface::Interface;
 use crate::kernel::drops::DropProbe;
-use crate::kernel::packet::{Dataplane, Options};
+use crate::kernel::packet::{Dataplane, LocalTcp, Options};
 use crate::kernel::sockets::SocketProbes;
 
 /// Facts only the packet data plane observes (rules' names for them).
@@ -97,6 +97,18 @@ pub(crate) fn packet_dataplane<'obj>(
         }
     }
     Some(dp)
+}
+
+/// The data-plane options to load with, given the socket probes that loaded: the local
+/// path needs socket telemetry to describe the connections it stops recording per flow,
+/// so without it every segment gets its flow record (said once, in the log).
+pub(crate) fn with_sockets(mut options: Options, sockets: Option<&SocketProbes<'_>>) -> Options {
+    let described = sockets.is_some_and(|s| s.signals().snapshots);
+    if options.local_tcp == LocalTcp::Sockets && !described {
+        tracing::info!("no socket telemetry: local TCP connections are recorded per flow");
+        options.local_tcp = LocalTcp::Packets;
+    }
+    options
 }
 
 /// Loads the socket and drop probes, each optional: what this kernel lacks becomes a note

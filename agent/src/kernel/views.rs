@@ -8,7 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 pub use crate::kernel::bpf::packet::types::{
-    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
+    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_local_addrs,
+    nd_ptb_key, nd_ptb_stats,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
@@ -26,6 +27,8 @@ unsafe impl plain::Plain for nd_flow_slot {}
 unsafe impl plain::Plain for nd_ptb_key {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_ptb_stats {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_local_addrs {}
 
 /// Decodes a map key or value; `None` if the kernel returned the wrong length.
 pub(crate) fn decode<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {

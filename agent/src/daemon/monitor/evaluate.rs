@@ -48,6 +48,10 @@ impl Monitor<'_> {
 
         let dp_now = self.dp_snapshot()?;
         let window = dp_now.since(&self.prev_dp);
+        if let Some(dp) = &self.dp {
+            // Addresses and forwarding change while the agent runs (local_tcp.rs).
+            dp.refresh_local_addrs();
+        }
         let rows: Option<Vec<SocketRow>> = match (&self.sockets, &self.baseline) {
             (Some(s), Some(b)) => {
                 let (rows, next) = b.close(s, secs)?;

@@ -194,6 +194,15 @@ impl Observation<'_> {
                 .max()
                 .unwrap_or(0)
         };
+        // This interface's largest segment: its flows', and its local connections' (the
+        // local path counts those per interface, not per flow).
+        let my_max_seg = |dir: Direction| {
+            let local = match dir {
+                Direction::Egress => counters.egress.local_tcp_max_segment,
+                Direction::Ingress => counters.ingress.local_tcp_max_segment,
+            };
+            max_seg(&mut mine.iter(), dir).max(to_i64(local))
+        };
         let underlay_counters = underlay_iface
             .as_ref()
             .map(|u| self.window.counters(u.index))
@@ -213,7 +222,7 @@ impl Observation<'_> {
                     Direction::Ingress => &underlay_counters.ingress,
                 };
                 let o = max_seg(&mut outer.iter(), dir);
-                let i = max_seg(&mut mine.iter(), dir);
+                let i = my_max_seg(dir);
                 let unfragmented = c.fragments() == 0;
                 (!probes_on_data_flow && unfragmented && i >= full_size && o > i).then_some(o - i)
             })
@@ -294,7 +303,7 @@ impl Observation<'_> {
         let ecmp = ecmp::facts(
             &ecmp::routes(self.routes, self.me, underlay_iface.as_ref()),
             self.all,
-            all_flows,
+            &ecmp::with_sockets(all_flows, self.sockets.unwrap_or_default()),
         );
         let nat = if is_tunnel_kind(&self.me.kind) {
             let allowed = self
@@ -325,8 +334,13 @@ impl Observation<'_> {
             }
         };
         let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
-        let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum();
-        let tcp_retransmits: u64 = tcp.iter().map(|f| u64::from(f.retransmits)).sum();
+        // Flows, and the local connections' segments counted per interface.
+        let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum::<u64>()
+            + counters.ingress.local_tcp_segments
+            + counters.egress.local_tcp_segments;
+        let tcp_retransmits: u64 = tcp.iter().map(|f| u64::from(f.retransmits)).sum::<u64>()
+            + counters.ingress.local_tcp_retransmits
+            + counters.egress.local_tcp_retransmits;
         let traffic = TrafficFacts {
             duration_s: self.elapsed.as_secs_f64(),
             rx_segments: to_i64(counters.ingress.segments),
@@ -336,7 +350,7 @@ impl Observation<'_> {
             too_big_received: to_i64(
                 counters.ingress.icmp_frag_needed + counters.ingress.icmp6_packet_too_big,
             ),
-            max_segment_out: max_seg(&mut mine.iter(), Direction::Egress),
+            max_segment_out: my_max_seg(Direction::Egress),
             syn_mss_max: syn
                 .iter()
                 .filter_map(|f| f.syn_mss)

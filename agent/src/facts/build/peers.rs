@@ -12,6 +12,7 @@ use crate::facts::tailscale::{Paths, PeerPath};
 use crate::facts::tunnel::family_name;
 use crate::facts::PeerFacts;
 use crate::kernel::packet::flows::{Flow, WireguardMessages};
+use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::views::{Direction, Encap};
 
 /// The remote end of a flow seen on this host's underlay.
@@ -34,9 +35,33 @@ fn bytes_with(flows: &[&Flow], protocol: u8, remotes: &[SocketAddr], wireguard: 
         .sum()
 }
 
+/// Bytes this host's TCP connections to `remotes` sent (acknowledged) and received during
+/// the window: tailscaled's DERP connections are local sockets, whose segments the data
+/// plane's local path counts per interface rather than per flow.
+fn socket_bytes_with(sockets: &[SocketRow], remotes: &[SocketAddr]) -> i64 {
+    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    sockets
+        .iter()
+        .filter(|r| {
+            remotes
+                .iter()
+                .any(|a| canonical(*a) == canonical(r.socket.remote))
+        })
+        .map(|r| to_i64(r.window_bytes_acked + r.window_bytes_received))
+        .sum()
+}
+
 /// Adds tailscaled's path of the peer and the underlay's bytes with its DERP servers and
-/// its addresses. `underlay` holds every flow of the watched underlay interfaces.
-fn add_path(p: &mut PeerFacts, paths: &Paths, path: &PeerPath, underlay: &[&Flow]) {
+/// its addresses. `underlay` holds every flow of the watched underlay interfaces, `sockets`
+/// the host's connections: a DERP connection counts from its flow records or, when the
+/// local path left it none beyond the SYN, from its socket (the larger).
+fn add_path(
+    p: &mut PeerFacts,
+    paths: &Paths,
+    path: &PeerPath,
+    underlay: &[&Flow],
+    sockets: &[SocketRow],
+) {
     let servers = paths.servers_for(path);
     p.host = path.host.clone();
     p.path = path.path.name().to_owned();
@@ -45,7 +70,7 @@ fn add_path(p: &mut PeerFacts, paths: &Paths, path: &PeerPath, underlay: &[&Flow
     p.derp_bytes = if servers.is_empty() {
         -1
     } else {
-        bytes_with(underlay, 6, &servers, false)
+        bytes_with(underlay, 6, &servers, false).max(socket_bytes_with(sockets, &servers))
     };
     p.udp_bytes = if path.addrs.is_empty() {
         -1
@@ -149,7 +174,13 @@ impl Observation<'_> {
                     Some((ps, path))
                 });
                 if let Some((paths, path)) = path {
-                    add_path(&mut facts, paths, path, &underlay);
+                    add_path(
+                        &mut facts,
+                        paths,
+                        path,
+                        &underlay,
+                        self.sockets.unwrap_or_default(),
+                    );
                 }
                 facts
             })
@@ -261,7 +292,7 @@ mod tests {
         ];
         let flows: Vec<&Flow> = flows.iter().collect();
         let mut p = PeerFacts::default();
-        add_path(&mut p, &paths, &peer, &flows);
+        add_path(&mut p, &paths, &peer, &flows, &[]);
         assert_eq!((p.derp_bytes, p.udp_bytes), (1500, 300));
         assert_eq!(p.path, "derp");
         assert_eq!(p.derp_servers, vec!["10.200.3.2:443"]);
@@ -271,13 +302,13 @@ mod tests {
             derp_servers: Default::default(),
             ..paths
         };
-        add_path(&mut p, &unknown, &peer, &flows);
+        add_path(&mut p, &unknown, &peer, &flows, &[]);
         assert_eq!(p.derp_bytes, -1, "no DERP address: unknown, not 0");
         let nowhere = PeerPath {
             addrs: Vec::new(),
             ..peer
         };
-        add_path(&mut p, &unknown, &nowhere, &flows);
+        add_path(&mut p, &unknown, &nowhere, &flows, &[]);
         assert_eq!(
             p.udp_bytes, -1,
             "no address of the peer known: unknown, not 0"

@@ -39,6 +39,21 @@ pub struct DirCounters {
     pub icmp_frag_needed: u64,
     /// ICMPv6 type 2 (packet too big) messages.
     pub icmp6_packet_too_big: u64,
+    /// Of `packets`, TCP segments of this host's own connections that took the local path
+    /// (no flow record: socket telemetry describes those connections).
+    pub local_tcp_packets: u64,
+    /// Their wire segments (included in `segments`).
+    pub local_tcp_segments: u64,
+    /// Of those, segments carrying data seen before (retransmitted or reordered); a count
+    /// that can miss some when many connections collide, never invents any.
+    pub local_tcp_retransmits: u64,
+    /// The largest of those segments (IP length); after [`DirCounters::since`], the
+    /// largest within the window, 0 when the window's were all smaller than an earlier one
+    /// (unknown).
+    pub local_tcp_max_segment: u64,
+    /// Packets of size `local_tcp_max_segment` (since it became the largest, or within the
+    /// window).
+    pub local_tcp_max_segment_hits: u64,
 }
 
 impl DirCounters {
@@ -51,6 +66,7 @@ impl DirCounters {
     /// was watched afresh, count from zero).
     pub fn since(&self, earlier: &DirCounters) -> DirCounters {
         let d = |now: u64, then: u64| now.checked_sub(then).unwrap_or(now);
+        let max = self.max_since(earlier);
         DirCounters {
             packets: d(self.packets, earlier.packets),
             segments: d(self.segments, earlier.segments),
@@ -69,6 +85,30 @@ impl DirCounters {
             df_over_mtu: d(self.df_over_mtu, earlier.df_over_mtu),
             icmp_frag_needed: d(self.icmp_frag_needed, earlier.icmp_frag_needed),
             icmp6_packet_too_big: d(self.icmp6_packet_too_big, earlier.icmp6_packet_too_big),
+            local_tcp_packets: d(self.local_tcp_packets, earlier.local_tcp_packets),
+            local_tcp_segments: d(self.local_tcp_segments, earlier.local_tcp_segments),
+            local_tcp_retransmits: d(self.local_tcp_retransmits, earlier.local_tcp_retransmits),
+            local_tcp_max_segment: max.0,
+            local_tcp_max_segment_hits: max.1,
+        }
+    }
+
+    /// The window's largest local segment and its packets from two readings of the
+    /// running maximum: a larger maximum, or more packets at the same one, means segments
+    /// of that size passed in between (no larger ones did, or the maximum would be
+    /// larger). Otherwise the window's were all smaller: unknown, (0, 0).
+    fn max_since(&self, earlier: &DirCounters) -> (u64, u64) {
+        let (now, then) = (self.local_tcp_max_segment, earlier.local_tcp_max_segment);
+        let (hits, hits_then) = (
+            self.local_tcp_max_segment_hits,
+            earlier.local_tcp_max_segment_hits,
+        );
+        if now > then {
+            (now, hits)
+        } else if now == then && hits > hits_then {
+            (now, hits - hits_then)
+        } else {
+            (0, 0)
         }
     }
 
@@ -91,6 +131,61 @@ impl DirCounters {
         self.df_over_mtu += s.df_over_mtu;
         self.icmp_frag_needed += s.icmp_frag_needed;
         self.icmp6_packet_too_big += s.icmp6_too_big;
+        self.local_tcp_packets += s.local_packets;
+        self.local_tcp_segments += s.local_segs;
+        self.local_tcp_retransmits += s.local_retrans;
+        // Each CPU keeps its own maximum: the largest over CPUs, with the packets of every
+        // CPU at that size (which keeps `max_since` exact across readings).
+        let (max, hits) = (u64::from(s.local_max_seg), u64::from(s.local_max_hits));
+        if max > self.local_tcp_max_segment {
+            self.local_tcp_max_segment = max;
+            self.local_tcp_max_segment_hits = hits;
+        } else if max == self.local_tcp_max_segment && max > 0 {
+            self.local_tcp_max_segment_hits += hits;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(max: u32, hits: u32) -> nd_dir_stats {
+        nd_dir_stats {
+            local_max_seg: max,
+            local_max_hits: hits,
+            ..nd_dir_stats::default()
+        }
+    }
+
+    fn read(cpus: &[(u32, u32)]) -> DirCounters {
+        let mut c = DirCounters::default();
+        for &(m, h) in cpus {
+            c.add(&cpu(m, h));
+        }
+        c
+    }
+
+    #[test]
+    fn the_windows_largest_local_segment() {
+        let start = read(&[(1500, 10), (1400, 3)]);
+        // More full-size packets on the second CPU: 1500 passed in the window.
+        let end = read(&[(1500, 10), (1500, 2)]);
+        let w = end.since(&start);
+        assert_eq!(
+            (w.local_tcp_max_segment, w.local_tcp_max_segment_hits),
+            (1500, 2)
+        );
+        // Only smaller packets since: the window's largest is unknown, not 1500.
+        let later = read(&[(1500, 10), (1500, 2)]);
+        let w = later.since(&end);
+        assert_eq!(
+            (w.local_tcp_max_segment, w.local_tcp_max_segment_hits),
+            (0, 0)
+        );
+        // A new maximum is the window's.
+        let bigger = read(&[(9000, 1), (1500, 2)]);
+        assert_eq!(bigger.since(&later).local_tcp_max_segment, 9000);
     }
 }
 

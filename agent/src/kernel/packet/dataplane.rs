@@ -15,6 +15,7 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_table;
+use crate::kernel::packet::local_tcp::{self, LocalTcp};
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
 /// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
@@ -44,7 +45,7 @@ pub struct Dataplane<'obj> {
     pub(super) flow_cache: SlotView,
     /// The largest eviction count read so far (readings never go backwards).
     pub(super) evictions_seen: std::sync::atomic::AtomicU64,
-    options: Options,
+    pub(super) options: Options,
 }
 
 impl std::fmt::Debug for Dataplane<'_> {
@@ -75,6 +76,7 @@ impl<'obj> Dataplane<'obj> {
         })?;
         rodata.size_bounds = SIZE_BUCKET_BOUNDS;
         rodata.stages_only = u32::from(options.stages_only);
+        rodata.local_tcp = u32::from(local_tcp::enabled(&options));
         let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
             Error::Load(libbpf_rs::Error::from(std::io::Error::other(
                 "packet.bpf.c has no .bss",
@@ -123,7 +125,7 @@ impl<'obj> Dataplane<'obj> {
         }
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
-        Ok(Dataplane {
+        let dp = Dataplane {
             skel,
             attached: HashMap::new(),
             slots: std::sync::Mutex::new(HashMap::new()),
@@ -131,7 +133,9 @@ impl<'obj> Dataplane<'obj> {
             flow_cache,
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
-        })
+        };
+        dp.refresh_local_addrs();
+        Ok(dp)
     }
 
     /// Recognises UDP port `tp.port` as `tp.encap` from now on (a tunnel daemon found while
@@ -313,6 +317,11 @@ impl<'obj> Dataplane<'obj> {
             ingress: ingress.unwrap_or_default(),
             egress: "tc".into(),
             method: used,
+            local_tcp: if local_tcp::enabled(&self.options) {
+                LocalTcp::Sockets
+            } else {
+                LocalTcp::Packets
+            },
         };
         self.attached.insert(
             iface.index,

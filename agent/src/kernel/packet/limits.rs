@@ -12,6 +12,7 @@ use libbpf_rs::skel::SkelBuilder;
 
 use super::dataplane::{MAX_IFACES, MAX_TUNNEL_PORTS, SLOT_ARRAY_IFINDEX};
 use super::flow_cache::SLOTS_PER_CPU;
+use super::local_tcp;
 use crate::kernel::bpf::packet::PacketSkelBuilder;
 
 #[test]
@@ -55,5 +56,17 @@ fn mirrored_limits_match_the_compiled_object() {
         bss.user_port_encap.len(),
         MAX_TUNNEL_PORTS,
         "MAX_TUNNEL_PORTS against ND_MAX_USER_PORTS (user_port_encap)"
+    );
+
+    let addrs = crate::kernel::views::nd_local_addrs::default();
+    assert_eq!(
+        addrs.v4.len(),
+        local_tcp::MAX_V4,
+        "MAX_V4 against ND_LOCAL_V4"
+    );
+    assert_eq!(
+        addrs.v6.len(),
+        local_tcp::MAX_V6,
+        "MAX_V6 against ND_LOCAL_V6"
     );
 }

@@ -7,6 +7,8 @@
 //!   [`too_big`]) and the difference of two readings (a window);
 //! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
 //! - [`flow_table`]: the flow table's size, memory and evictions;
+//! - [`local_tcp`]: the local path, TCP of this host's own connections counted per
+//!   interface (socket telemetry describes each connection);
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints.
 
 pub mod counters;
@@ -16,11 +18,13 @@ pub mod flow_table;
 pub mod flows;
 #[cfg(test)]
 mod limits;
+pub mod local_tcp;
 pub mod options;
 pub mod snapshot;
 pub mod too_big;
 pub mod tunnel_traffic;
 
 pub use dataplane::{Dataplane, MAX_IFACES, MAX_TUNNEL_PORTS};
+pub use local_tcp::LocalTcp;
 pub use options::{Hooks, IngressHook, LinkType, Options, ProgramKind, Target, TunnelPort};
 pub use snapshot::Snapshot;

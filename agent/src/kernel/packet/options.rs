@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::local_tcp::LocalTcp;
 use crate::kernel::attach::{AttachMethod, XdpMode};
 use crate::kernel::views::Encap;
 
@@ -73,6 +74,9 @@ pub struct Options {
     /// Flows the flow table holds (see [`super::flow_table`]); older flows are evicted,
     /// and counted, when it is full.
     pub max_flows: u32,
+    /// How TCP segments of local connections are accounted; the data plane's caller sets
+    /// [`LocalTcp::Packets`] where socket telemetry is not loaded.
+    pub local_tcp: LocalTcp,
 }
 
 impl Default for Options {
@@ -84,6 +88,8 @@ impl Default for Options {
             tunnel_ports: Vec::new(),
             stages_only: false,
             max_flows: super::flow_table::DEFAULT_MAX_FLOWS,
+            // The command line's default is `sockets`; a library caller opts in.
+            local_tcp: LocalTcp::Packets,
         }
     }
 }
@@ -97,6 +103,9 @@ pub struct Hooks {
     pub egress: String,
     /// "link" or "netlink".
     pub method: AttachMethod,
+    /// How TCP segments of local connections are accounted (after the fallback to
+    /// `packets` without socket telemetry).
+    pub local_tcp: LocalTcp,
 }
 
 /// The three programs of the data plane.

@@ -35,6 +35,10 @@ pub struct SocketRow {
     pub small_retransmits: u64,
     /// Acknowledged throughput in bits per second.
     pub throughput_bps: f64,
+    /// Bytes the peer acknowledged during the window.
+    pub window_bytes_acked: u64,
+    /// Bytes received during the window.
+    pub window_bytes_received: u64,
 }
 
 /// Totals per interface and congestion control algorithm.
@@ -185,6 +189,9 @@ pub fn rows(
                     .saturating_sub(b.map_or(0, |b| b.total_retrans)),
             );
             let acked = s.bytes_acked.saturating_sub(b.map_or(0, |b| b.bytes_acked));
+            let received = s
+                .bytes_received
+                .saturating_sub(b.map_or(0, |b| b.bytes_received));
             let key = (s.local, s.remote);
             let (full, small) = match retrans_after.get(&key) {
                 Some(a) => {
@@ -233,6 +240,8 @@ pub fn rows(
                 } else {
                     0.0
                 },
+                window_bytes_acked: acked,
+                window_bytes_received: received,
             }
         })
         .collect();

@@ -7,7 +7,12 @@ use anyhow::{ensure, Result};
 use clap::{Parser, ValueEnum};
 use libbpf_rs::libbpf_sys;
 
+use crate::packet::run::Hook;
 use crate::{AGENT, TRACING};
+
+/// netdoctor's option choosing how this host's own TCP is accounted (`sockets` or
+/// `packets`).
+pub(crate) const LOCAL_TCP: &str = "--local-tcp";
 
 /// Which end of the link netdoctor watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,17 +43,28 @@ impl Side {
 /// A netdoctor configuration under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Config {
+    /// The default: tc in + out, this host's own TCP on the minimal path (`--local-tcp
+    /// sockets`: interface counters only, the connection is described by socket telemetry).
     Tc,
+    /// tc in + out with `--local-tcp packets`: this host's TCP accounted per flow in the
+    /// flow table like forwarded traffic.
+    TcPackets,
     XdpGeneric,
     XdpNative,
 }
 
 impl Config {
-    pub(crate) const ALL: [Config; 3] = [Config::Tc, Config::XdpGeneric, Config::XdpNative];
+    pub(crate) const ALL: [Config; 4] = [
+        Config::Tc,
+        Config::TcPackets,
+        Config::XdpGeneric,
+        Config::XdpNative,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Config::Tc => "tc",
+            Config::TcPackets => "tc-packets",
             Config::XdpGeneric => "xdp-generic",
             Config::XdpNative => "xdp-native",
         }
@@ -59,8 +75,25 @@ impl Config {
             .into_iter()
             .find(|c| c.name() == s)
             .ok_or_else(|| {
-                format!("unknown configuration {s:?} (tc, xdp-generic, xdp-native, tracing, agent)")
+                format!(
+                    "unknown configuration {s:?} (tc, tc-packets, xdp-generic, xdp-native, tracing, agent)"
+                )
             })
+    }
+
+    /// Whether netdoctor runs on tc at both ends (the configurations NetObserv is measured
+    /// beside, with the floor in the same runs).
+    pub(crate) fn is_tc(self) -> bool {
+        matches!(self, Config::Tc | Config::TcPackets)
+    }
+
+    /// The hooks netdoctor attaches to in this configuration.
+    pub(crate) fn hooks(self) -> &'static [Hook] {
+        if self.is_tc() {
+            &[Hook::TcIn, Hook::TcOut]
+        } else {
+            &[Hook::Xdp, Hook::TcOut]
+        }
     }
 
     /// netdoctor's flags for this configuration (`tc` uses the default, which must pick tc
@@ -68,6 +101,7 @@ impl Config {
     pub(crate) fn netdoctor_args(self) -> &'static [&'static str] {
         match self {
             Config::Tc => &[],
+            Config::TcPackets => &[LOCAL_TCP, "packets"],
             Config::XdpGeneric => &["--ingress", "xdp", "--xdp-mode", "generic"],
             Config::XdpNative => &["--ingress", "xdp", "--xdp-mode", "native"],
         }
@@ -76,7 +110,7 @@ impl Config {
     /// The ingress hook netdoctor must report (`hooks.ingress`).
     pub(crate) fn expected_ingress(self) -> &'static str {
         match self {
-            Config::Tc => "tc",
+            Config::Tc | Config::TcPackets => "tc",
             Config::XdpGeneric => "xdp-generic",
             Config::XdpNative => "xdp-native",
         }
@@ -85,7 +119,7 @@ impl Config {
     /// XDP attach flags of the empty XDP program standing in for netdoctor's.
     pub(crate) fn xdp_flags(self) -> Option<u32> {
         match self {
-            Config::Tc => None,
+            Config::Tc | Config::TcPackets => None,
             Config::XdpGeneric => Some(libbpf_sys::XDP_FLAGS_SKB_MODE),
             Config::XdpNative => Some(libbpf_sys::XDP_FLAGS_DRV_MODE),
         }
@@ -94,6 +128,7 @@ impl Config {
     pub(crate) fn describe(self) -> &'static str {
         match self {
             Config::Tc => "netdoctor tc in+out (default)",
+            Config::TcPackets => "netdoctor tc, --local-tcp packets",
             Config::XdpGeneric => "netdoctor xdp-generic in + tc out",
             Config::XdpNative => "netdoctor xdp-native in + tc out",
         }
@@ -101,7 +136,7 @@ impl Config {
 
     pub(crate) fn describe_floor(self) -> &'static str {
         match self {
-            Config::Tc => "empty tc in+out",
+            Config::Tc | Config::TcPackets => "empty tc in+out",
             Config::XdpGeneric => "empty xdp-generic in + tc out",
             Config::XdpNative => "empty xdp-native in + tc out",
         }
@@ -120,8 +155,8 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
-    /// A comma-separated list of tc, xdp-generic, xdp-native, tracing, agent (empty
-    /// entries are skipped).
+    /// A comma-separated list of tc, tc-packets, xdp-generic, xdp-native, tracing, agent
+    /// (empty entries are skipped).
     fn parse(list: &str) -> Result<Selection, String> {
         let items: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
         Ok(Selection {
@@ -133,6 +168,20 @@ impl Selection {
                 .map(Config::parse)
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// The selected configurations on tc (measured beside NetObserv).
+    pub(crate) fn tc(&self) -> Vec<Config> {
+        self.packet.iter().copied().filter(|c| c.is_tc()).collect()
+    }
+
+    /// The configurations of the many-flows runs: the selected tc ones, or the default tc
+    /// when only XDP ones are; none when the packet section measures nothing.
+    pub(crate) fn many_flows(&self) -> Vec<Config> {
+        match self.tc() {
+            tc if tc.is_empty() && !self.packet.is_empty() => vec![Config::Tc],
+            tc => tc,
+        }
     }
 
     /// The names, as --configs takes them.
@@ -194,14 +243,16 @@ pub(crate) struct Args {
         hide_possible_values = true
     )]
     pub(crate) side: Side,
-    /// comma-separated subset of tc,xdp-generic,xdp-native,tracing,agent (default all);
-    /// tracing = per-event cost of the socket probes (netdoctor flows) and the kfree_skb
-    /// program (netdoctor drops); agent = RSS and CPU of `netdoctor agent`, idle and under
-    /// iperf3 (--rounds runs of --duration s against baselines; ~2.5 min)
+    /// comma-separated subset of tc,tc-packets,xdp-generic,xdp-native,tracing,agent (default
+    /// all); tc-packets = tc with `--local-tcp packets` (this host's TCP per flow), in the
+    /// same rounds as tc and beside the same floor and NetObserv; tracing = per-event cost
+    /// of the socket probes (netdoctor flows) and the kfree_skb program (netdoctor drops);
+    /// agent = RSS and CPU of `netdoctor agent`, idle and under iperf3 (--rounds runs of
+    /// --duration s against baselines; ~2.5 min)
     #[arg(
         long,
         value_name = "LIST",
-        default_value = "tc,xdp-generic,xdp-native,tracing,agent",
+        default_value = "tc,tc-packets,xdp-generic,xdp-native,tracing,agent",
         hide_default_value = true,
         value_parser = Selection::parse
     )]

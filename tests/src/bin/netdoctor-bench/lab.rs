@@ -5,11 +5,13 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::{attached, traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology};
+use netdoctor_lab::{
+    attached, cmd, traffic, BgProcess, Iperf3Opts, Iperf3Server, Netns, PairTopology,
+};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::args::Side;
+use crate::args::{Side, LOCAL_TCP};
 use crate::programs::all_programs;
 use crate::IPERF_PORT;
 
@@ -39,6 +41,10 @@ impl Lab {
             Side::Sender => &topo.a,
         };
         let ifindex = attached::ifindex(watched, PairTopology::IFNAME)?;
+        // An end host: it does not forward, so the segments it receives for its own
+        // connections take netdoctor's local path too (a forwarding host keeps their flow
+        // records: it could DNAT them onward). New namespaces inherit the host's setting.
+        watched.sysctl("net.ipv4.ip_forward", "0")?;
         Ok(Lab {
             topo,
             _server: server,
@@ -76,6 +82,19 @@ pub(crate) fn flows_argv(netdoctor: &str) -> Vec<&str> {
         "--top",
         "0",
     ]
+}
+
+/// Fails, saying why, when `netdoctor flows` has no `--local-tcp` (which `tc-packets`
+/// needs): before any run rather than after the first rounds.
+pub(crate) fn require_local_tcp(netdoctor: &str) -> Result<()> {
+    let help = cmd::host_run(&[netdoctor, "flows", "--help"])
+        .with_context(|| format!("`{netdoctor} flows --help`"))?;
+    ensure!(
+        help.contains(LOCAL_TCP),
+        "{netdoctor} has no `flows {LOCAL_TCP}`, which tc-packets needs: rebuild netdoctor or \
+         leave tc-packets out of --configs"
+    );
+    Ok(())
 }
 
 /// Stops netdoctor (SIGINT: it reports what it saw) and parses its JSON report.

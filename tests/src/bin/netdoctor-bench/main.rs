@@ -5,7 +5,10 @@
 //! with nothing attached (baseline) and runs with `netdoctor flows` watching one end of the
 //! link in each configuration:
 //!
-//! * `tc`: default on veth (tcx ingress + egress),
+//! * `tc`: default on veth (tcx ingress + egress; this host's own TCP, here all of iperf3's,
+//!   on the minimal path of the default `--local-tcp sockets`),
+//! * `tc-packets`: the same with `--local-tcp packets` (this host's TCP accounted per flow
+//!   in the flow table, like forwarded traffic),
 //! * `xdp-generic`: `--ingress xdp --xdp-mode generic` (XDP ingress + tc egress),
 //! * `xdp-native`: `--ingress xdp --xdp-mode native` (veth has native XDP).
 //!
@@ -14,8 +17,9 @@
 //! `run_time_ns` per program): on this machine the clock reads of that accounting alone cost
 //! ~100 ns per run, so every figure is reported beside the *floor*, the ns/run of empty
 //! programs (`tests/bpf/floor.bpf.c`) on the same hooks, and the data-plane cost is the
-//! difference. tc floors run in the same iperf3 runs, behind netdoctor's programs on the
-//! same tcx hooks; an interface takes only one XDP program, so the XDP floor comes from a
+//! difference. tc floors run in the same iperf3 runs on the same tcx hooks, in front of
+//! netdoctor's programs (the first program of a chain pays the chain's shared cache misses;
+//! see [`floor`]); an interface takes only one XDP program, so the XDP floor comes from a
 //! separate run of the same configuration with the empty programs in netdoctor's place
 //! (whose throughput is reported too: it is what XDP itself costs, whatever the program).
 //!
@@ -145,28 +149,26 @@ fn install_signal_handlers() -> Result<()> {
     Ok(())
 }
 
-/// The plan: per round, baseline before each configuration; XDP configurations are followed
-/// by their floor run.
+/// The plan: per round, baseline before each configuration (so `tc` and `tc-packets`
+/// alternate within every round); XDP configurations are followed by their floor run.
 fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
     let mut steps = Vec::new();
     for round in 0..args.rounds {
         for &config in &args.configs.packet {
             steps.push((Kind::Baseline, round, args.duration, 1));
             steps.push((Kind::Netdoctor(config), round, args.duration, 1));
-            if config != Config::Tc {
+            if !config.is_tc() {
                 steps.push((Kind::Floor(config), round, args.duration, 1));
             }
         }
     }
-    // The many-flows run belongs to the packet section: skipped when it measures nothing.
-    if args.parallel > 1 && !args.configs.packet.is_empty() {
-        steps.push((Kind::Baseline, 0, args.parallel_duration, args.parallel));
-        steps.push((
-            Kind::Netdoctor(Config::Tc),
-            0,
-            args.parallel_duration,
-            args.parallel,
-        ));
+    // The many-flows runs belong to the packet section: none when it measures nothing.
+    if args.parallel > 1 {
+        for config in args.configs.many_flows() {
+            let (secs, n) = (args.parallel_duration, args.parallel);
+            steps.push((Kind::Baseline, 0, secs, n));
+            steps.push((Kind::Netdoctor(config), 0, secs, n));
+        }
     }
     steps
 }
@@ -205,7 +207,10 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let peer = if args.configs.packet.contains(&args::Config::Tc) {
+    if args.configs.packet.contains(&Config::TcPackets) {
+        lab::require_local_tcp(&netdoctor)?;
+    }
+    let peer = if !args.configs.tc().is_empty() {
         Peer::load(&args.peer).context("loading NetObserv's tc object")?
     } else {
         None

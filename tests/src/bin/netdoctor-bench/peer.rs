@@ -8,9 +8,9 @@
 //! classifiers (their sections are the legacy "classifier/..."), with the maps NetObserv's
 //! own loader sizes at run time (declared with 0 entries) given 65,536 entries (ring
 //! buffers 1 MiB), its pinned maps under a private bpffs directory. It is attached with tcx
-//! links *behind* netdoctor and the floor: its programs return TC_ACT_OK, which ends a tcx
-//! chain, so it must run last. It therefore runs on headers netdoctor has already brought
-//! into cache: the comparison favours the peer.
+//! links *behind* the floor and netdoctor (order: floor, netdoctor, NetObserv): its programs
+//! return TC_ACT_OK, which ends a tcx chain, so it must run last. It therefore runs on
+//! headers netdoctor has already brought into cache: the comparison favours the peer.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -115,7 +115,8 @@ impl Peer {
     }
 
     /// Attaches the peer's programs on the tc `hooks` of the watched interface, appended to
-    /// the tcx chains; they stay attached while the returned descriptors are open.
+    /// the tcx chains (behind the floor and netdoctor); they stay attached while the
+    /// returned descriptors are open.
     pub(crate) fn attach(&self, ns: &Netns, ifindex: u32, hooks: &[Hook]) -> Result<Vec<OwnedFd>> {
         let fd = |name: &str| {
             self.object

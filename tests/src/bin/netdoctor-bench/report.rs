@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::agent::AgentBench;
-use crate::args::{Args, Config, Side};
+use crate::args::{Args, Side};
 use crate::machine::Machine;
 use crate::packet::run::{Kind, Role, Run};
 use crate::tables::{
@@ -76,6 +76,8 @@ impl Report<'_> {
             println!("         other processes compete with iperf3 and evict caches; expect noisy figures");
         }
         println!("watched: {}", side_text(a.side));
+        println!("         an end host (net.ipv4.ip_forward=0 in its namespace): with --local-tcp sockets, the");
+        println!("         default, both directions of its own connections take netdoctor's local path");
         if !self.runs.is_empty() || self.tracing.is_some() {
             println!(
                 "stats:   BPF_ENABLE_STATS held for the packet and tracing sections, released before the agent's (kernel.bpf_stats_enabled was {} and is not written)",
@@ -84,9 +86,9 @@ impl Report<'_> {
         }
         if !self.runs.is_empty() {
             self.print_packet_text();
-            if a.configs.packet.contains(&Config::Tc) {
+            if !a.configs.tc().is_empty() {
                 crate::sidebyside::print(
-                    &crate::sidebyside::rows(&self.runs),
+                    &crate::sidebyside::rows(&self.runs, &a.configs.tc()),
                     self.peer_note.as_deref(),
                 );
             }
@@ -108,7 +110,8 @@ impl Report<'_> {
     pub(crate) fn print_packet_text(&self) {
         let a = self.args;
         println!("floor:   empty programs (tests/bpf/floor.bpf.c, same sections and return codes as netdoctor's):");
-        println!("         tc  — attached behind netdoctor's programs on the same tcx hooks in the same runs;");
+        println!("         tc  — attached in front of netdoctor's programs on the same tcx hooks in the same runs");
+        println!("               (the first program of a chain pays the chain's shared cache misses, as netdoctor alone would);");
         println!("         xdp — one XDP program per interface, so measured in separate runs of the same");
         println!("               configuration (same interface, same mode) with the empty programs in netdoctor's place");
         println!();
@@ -142,7 +145,7 @@ impl Report<'_> {
             "Per-program cost (ns per run; median over rounds; Δ = netdoctor − floor; target Δ ≤ {TARGET_NS_ABOVE_FLOOR:.0} ns)"
         );
         println!(
-            "  {:<12} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} per-round netdoctor / floor",
+            "  {:<15} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} per-round netdoctor / floor",
             "config", "program", "runs/s", "seg/run", "netdoctor", "floor", "Δ", "target"
         );
         let print_rows = |rows: Vec<ProgRow>| {
@@ -174,7 +177,7 @@ impl Report<'_> {
                     r.config.name().to_owned()
                 };
                 println!(
-                    "  {:<12} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} {per_round}",
+                    "  {:<15} {:<15} {:>10} {:>8} {:>9} {:>8} {:>8}  {:<8} {per_round}",
                     config,
                     r.name,
                     fmt_opt(r.runs_per_s, 0),
@@ -188,7 +191,7 @@ impl Report<'_> {
         };
         print_rows(prog_rows(&self.runs, 1, &a.configs.packet));
         if a.parallel > 1 {
-            print_rows(prog_rows(&self.runs, a.parallel, &[Config::Tc]));
+            print_rows(prog_rows(&self.runs, a.parallel, &a.configs.many_flows()));
         }
         println!("  seg/run: wire segments per program run from netdoctor's own counters (counters.<dir>.segments / packets);");
         println!("           XDP cannot see gso_segs, so it counts every frame as one segment.");
@@ -208,7 +211,7 @@ impl Report<'_> {
                 .collect::<Vec<_>>()
                 .join(" + ");
             println!(
-                "  {:<12} {:.2} % ({parts})  throughput kept ≈ {:.1} %  {}",
+                "  {:<15} {:.2} % ({parts})  throughput kept ≈ {:.1} %  {}",
                 config.name(),
                 total * 100.0,
                 (1.0 - total) * 100.0,
@@ -218,7 +221,7 @@ impl Report<'_> {
         if a.parallel > 1 {
             println!();
             println!(
-                "Many flows: iperf3 -P {} for {} s, tc configuration (one run each)",
+                "Many flows: iperf3 -P {} for {} s, tc configurations (one run each, baseline before each)",
                 a.parallel, a.parallel_duration
             );
             for row in throughput_rows(&self.runs, a.parallel) {
@@ -232,13 +235,11 @@ impl Report<'_> {
                     row.median
                 );
             }
-            if let Some(flows) = self
-                .runs
-                .iter()
-                .filter(|r| r.parallel == a.parallel)
-                .find_map(|r| r.flows_total)
-            {
-                println!("  flow-table entries on the watched interface: {flows}");
+            for r in self.runs.iter().filter(|r| r.parallel == a.parallel) {
+                if let Some(flows) = r.flows_total {
+                    let what = r.kind.label();
+                    println!("  flow-table entries on the watched interface, {what}: {flows}");
+                }
             }
         }
     }
@@ -286,7 +287,7 @@ impl Report<'_> {
             throughput_rows(&self.runs, 1).iter().map(tp_json).collect();
         if a.parallel > 1 {
             programs.extend(
-                prog_rows(&self.runs, a.parallel, &[Config::Tc])
+                prog_rows(&self.runs, a.parallel, &a.configs.many_flows())
                     .iter()
                     .map(prog_json),
             );
@@ -341,13 +342,13 @@ impl Report<'_> {
                 "watched": format!("{}/eth0 ({})", a.side.namespace(), a.side.name()),
                 "bpf_stats": "BPF_ENABLE_STATS descriptor held during the packet and tracing sections (not the agent section)",
                 "bpf_stats_enabled_sysctl": m.bpf_stats_sysctl,
-                "floor": "tc: empty programs behind netdoctor's on the same tcx hooks in the same runs; xdp: separate runs of the same configuration with empty programs",
+                "floor": "tc: empty programs in front of netdoctor's (first in the chain) on the same tcx hooks in the same runs; xdp: separate runs of the same configuration with empty programs",
             },
             "targets": {"throughput_ratio_min": TARGET_RATIO, "ns_above_floor_max": TARGET_NS_ABOVE_FLOOR},
             "throughput": throughput,
             "programs": programs,
             "side_by_side": crate::sidebyside::json(
-                &crate::sidebyside::rows(&self.runs),
+                &crate::sidebyside::rows(&self.runs, &a.configs.tc()),
                 self.peer_note.as_deref(),
             ),
             "runs": runs,

@@ -1,7 +1,7 @@
 //! The packet section: iperf3 runs with nothing attached (baseline), with `netdoctor flows`
-//! in each configuration (plus the empty tc programs behind it), and with only the empty
-//! programs (XDP floor runs); per run the programs' statistics deltas and the CPU time the
-//! machine spent busy.
+//! in each configuration (plus the empty tc programs in front of it and, on tc, NetObserv's
+//! behind it), and with only the empty programs (XDP floor runs); per run the programs'
+//! statistics deltas and the CPU time the machine spent busy.
 
 pub(crate) mod run;
 
@@ -75,10 +75,7 @@ pub(crate) fn start_netdoctor(
         .collect();
     found.sort();
     let hooks: Vec<Hook> = found.iter().map(|(h, _)| *h).collect();
-    let want: &[Hook] = match config {
-        Config::Tc => &[Hook::TcIn, Hook::TcOut],
-        Config::XdpGeneric | Config::XdpNative => &[Hook::Xdp, Hook::TcOut],
-    };
+    let want = config.hooks();
     ensure!(
         hooks == want,
         "expected netdoctor's new programs on {want:?} of the watched interface, found {found:?} \
@@ -86,6 +83,32 @@ pub(crate) fn start_netdoctor(
         nd.stderr().unwrap_or_default().trim()
     );
     Ok((nd, found))
+}
+
+/// Checks that each tcx chain of the watched interface runs exactly the measured programs,
+/// in the order the figures assume: the floor, netdoctor, then NetObserv.
+fn check_order(lab: &Lab, ids: &[(Role, Hook, u32)]) -> Result<()> {
+    let attached = query_hooks(lab.watched(), lab.ifindex)?;
+    for (hook, chain) in [
+        (Hook::TcIn, &attached.tc_in),
+        (Hook::TcOut, &attached.tc_out),
+    ] {
+        let want: Vec<u32> = [Role::Floor, Role::Netdoctor, Role::Peer]
+            .into_iter()
+            .flat_map(|role| {
+                ids.iter()
+                    .filter(move |&&(r, h, _)| r == role && h == hook)
+                    .map(|&(_, _, id)| id)
+            })
+            .collect();
+        ensure!(
+            *chain == want,
+            "{} chain of the watched interface is {chain:?}, expected floor, netdoctor, NetObserv: \
+             {want:?}",
+            hook.name()
+        );
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -126,14 +149,15 @@ pub(crate) fn run_once(
                 .map(|(h, _)| *h)
                 .filter(|h| *h != Hook::Xdp)
                 .collect();
+            // The floor first (see `floor`), the peer last: its TC_ACT_OK ends the tcx
+            // chain (see `peer`).
             let links = floor.attach(lab.watched(), lab.ifindex, &floor_hooks, 0)?;
             let mut ids: Vec<(Role, Hook, u32)> = found
                 .iter()
                 .map(|&(h, id)| (Role::Netdoctor, h, id))
                 .collect();
             ids.extend(floor_hooks.iter().map(|&h| (Role::Floor, h, floor.id(h))));
-            // The peer last: its TC_ACT_OK ends the tcx chain (see `peer`).
-            let peer_links = match peer.filter(|_| config == Config::Tc) {
+            let peer_links = match peer.filter(|_| config.is_tc()) {
                 Some(p) => {
                     let links = p.attach(lab.watched(), lab.ifindex, &floor_hooks)?;
                     ids.extend(
@@ -145,6 +169,7 @@ pub(crate) fn run_once(
                 }
                 None => Vec::new(),
             };
+            check_order(lab, &ids)?;
             let (report, progs, busy) = measure(&ids, || lab.iperf(secs, parallel))?;
             drop(peer_links);
             drop(links);
@@ -170,10 +195,7 @@ pub(crate) fn run_once(
             report
         }
         Kind::Floor(config) => {
-            let hooks: &[Hook] = match config {
-                Config::Tc => &[Hook::TcIn, Hook::TcOut],
-                Config::XdpGeneric | Config::XdpNative => &[Hook::Xdp, Hook::TcOut],
-            };
+            let hooks = config.hooks();
             let links = floor.attach(
                 lab.watched(),
                 lab.ifindex,

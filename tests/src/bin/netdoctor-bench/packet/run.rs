@@ -41,7 +41,7 @@ impl Hook {
 pub(crate) enum Role {
     Netdoctor,
     Floor,
-    /// NetObserv's flow programs (see `peer`), behind netdoctor and the floor.
+    /// NetObserv's flow programs (see `peer`), behind the floor and netdoctor.
     Peer,
 }
 
@@ -49,7 +49,8 @@ pub(crate) enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Baseline,
-    /// netdoctor in this configuration, plus the empty tc programs behind it.
+    /// netdoctor in this configuration, plus the empty tc programs in front of it (and, on
+    /// tc, NetObserv's behind it).
     Netdoctor(Config),
     /// Only the empty programs, in the configuration's hook layout (XDP floor runs).
     Floor(Config),

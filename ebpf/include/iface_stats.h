@@ -53,6 +53,8 @@ struct {
 } iface_stats SEC(".maps");
 
 _Static_assert(sizeof(struct nd_iface_dir) == 256, "an interface direction is four cache lines");
+_Static_assert(__builtin_offsetof(struct nd_iface_dir, s.size_hist) == 64,
+	       "what every packet counts fills the first line, the size histogram the second");
 
 /* Slot + 1 of a large ifindex (0: not watched). A function of its own so that the array
  * lookup in nd_iface_slot keeps a constant map: the verifier inlines an array lookup into a

@@ -8,8 +8,8 @@
  * path MTU - so a per-flow record of its packets repeats what the socket knows, and was most
  * of what the data plane cost on a busy host (measured by `.ci/bench`, docs/performance.md).
  * Such a segment pays only what the interface's figures need: the interface counters and
- * size histogram (count_packet, count_segments), the local counters (local_packets,
- * local_segs), the largest segment (for the tunnel overhead measured on full-size packets)
+ * size histogram (count_packet, count_segments), the local segment count (local_segs,
+ * in the same cache line as the packet counts), the largest segment (for the tunnel overhead measured on full-size packets)
  * and a passive retransmission check, so that the interface's retransmission ratio still
  * covers traffic this host receives.
  *
@@ -26,12 +26,12 @@
  * The agent turns the path on (setting `local_tcp`) only where socket telemetry is loaded,
  * and `--local-tcp packets` turns it off: every segment then gets its flow record as before.
  *
- * The retransmission check keeps one sequence entry per connection in `local_seq` (a hash
- * of the addresses and ports picks it, a 32-bit tag says whose it is). A connection finding
- * another's entry takes it over once that one has been idle ND_LOCAL_SEQ_IDLE_J jiffies, and
- * until then is not checked: with many concurrent connections colliding, retransmissions
- * can be missed, never invented for in-order data. The connections' own figures come from
- * their sockets; this count only feeds the interface's ratio.
+ * The retransmission check keeps one sequence entry per connection and direction in
+ * `local_seq` (a hash of the addresses, ports, interface and direction picks it, a 32-bit
+ * tag says whose it is). A connection finding another's entry takes it over and starts its
+ * check afresh: connections that collide can miss retransmissions, never invent them for
+ * in-order data. The connections' own figures come from their sockets; this count only
+ * feeds the interface's ratio.
  */
 #ifndef NETDOCTOR_LOCAL_TCP_H
 #define NETDOCTOR_LOCAL_TCP_H
@@ -44,9 +44,6 @@
 #include "parse.h"
 #include "meta.h"
 #include "iface_stats.h"
-
-/* Jiffies without a data segment after which a sequence entry may be taken over. */
-#define ND_LOCAL_SEQ_IDLE_J 4
 
 #ifndef PACKET_HOST
 #define PACKET_HOST 0
@@ -94,36 +91,29 @@ static __always_inline int local_v6(const struct nd_local_addrs *a, const struct
 	return hit && a->v6_ok;
 }
 
-/* Segments of this packet to count as carrying data seen before (see above). */
+/* Segments of this packet to count as carrying data seen before (see above). One load and
+ * at most one store of the connection's entry: no clock, no idle test, since the entry's
+ * line is the one cost that grows with traffic (it moves between CPUs with the data). */
 static __always_inline __u32 local_seq_check(__u32 h, __u32 seq, __u32 payload, __u32 segs)
 {
-	__u32 idx = h >> (32 - 10);
+	__u32 idx = h >> (32 - ND_LOCAL_SEQ_BITS);
 	__u32 tag = h | 1;
 	struct nd_local_seq *e = bpf_map_lookup_elem(&local_seq, &idx);
-	__u32 now_j = bpf_jiffies64();
 	__u32 end = seq + payload;
-	__u32 r = 0;
 
-	_Static_assert(ND_LOCAL_SEQ_SLOTS == 1 << 10, "the index takes the hash's top 10 bits");
 	if (!e)
 		return 0;
 	__u64 st = e->state;
+	__u32 high = (__u32)st;
 
-	if ((__u32)(st >> 32) == tag) {
-		__u32 high = (__u32)st;
-
-		if ((__s32)(seq - high) < 0)
-			r = segs;
-		if ((__s32)(end - high) > 0)
-			e->state = (__u64)tag << 32 | end;
-	} else if (!st || now_j - e->last_j > ND_LOCAL_SEQ_IDLE_J) {
+	if ((__u32)(st >> 32) != tag) {
+		/* Free, or another connection's: this one's check starts here. */
 		e->state = (__u64)tag << 32 | end;
-	} else {
-		return 0; /* another connection's, still busy: not checked */
+		return 0;
 	}
-	if (e->last_j != now_j)
-		e->last_j = now_j;
-	return r;
+	if ((__s32)(end - high) > 0)
+		e->state = (__u64)tag << 32 | end;
+	return (__s32)(seq - high) < 0 ? segs : 0;
 }
 
 /* Takes the packet when it is a non-SYN TCP segment of a local connection (see above) and
@@ -206,7 +196,6 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, 
 
 	count_packet(ifs, m);
 	segs = count_segments(ifs, m, ip_len, hdr_len + l4_hdr, 1, payload, df, &seg_len);
-	ds->local_packets++;
 	ds->local_segs += segs;
 	if (seg_len >= ds->local_max_seg) {
 		if (seg_len > ds->local_max_seg) {

@@ -26,7 +26,8 @@
 #define ND_MAX_USER_PORTS 8
 #define ND_LOCAL_V4 8
 #define ND_LOCAL_V6 4
-#define ND_LOCAL_SEQ_SLOTS 1024
+#define ND_LOCAL_SEQ_BITS 12
+#define ND_LOCAL_SEQ_SLOTS (1 << ND_LOCAL_SEQ_BITS)
 
 enum nd_dir {
 	ND_DIR_INGRESS = 0,
@@ -64,11 +65,19 @@ enum nd_wg_msg {
 
 /* Counters for one direction of one interface (per CPU, summed by the agent). */
 struct nd_dir_stats {
+	/* First cache line (with the interface's header): what every packet counts. */
 	__u64 packets;        /* frames or skbs seen by the hook */
 	__u64 segs;           /* wire segments: a GSO super-packet counts gso_segs */
 	__u64 bytes;          /* frame bytes as the hook sees them (L2 header included) */
 	__u64 gso_packets;    /* super-packets (more than one segment) */
+	/* TCP segments of this host's own connections that took the local path (local_tcp.h):
+	 * counted here, not per flow; their connections are described by socket telemetry. */
+	__u64 local_segs;
+	__u32 local_max_seg;  /* largest of those segments (IP length) on this CPU since load */
+	__u32 local_max_hits; /* packets of that size since it became the largest */
+	/* Second line: the sizes of full-size and small segments alike. */
 	__u64 size_hist[ND_SIZE_BUCKETS]; /* per-segment IP length, bounds from the agent */
+	/* The rest: what only some packets count. */
 	__u64 non_ip;         /* ARP, LLDP, ...: counted, not parsed */
 	__u64 truncated;      /* headers shorter than they claim: counted, never dropped */
 	__u64 frag_first;     /* fragments with offset 0 and more to follow (not atomic ones) */
@@ -76,13 +85,7 @@ struct nd_dir_stats {
 	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */
 	__u64 icmp_frag_needed; /* ICMP type 3 code 4 */
 	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
-	/* TCP segments of this host's own connections that took the local path (local_tcp.h):
-	 * counted here, not per flow; their connections are described by socket telemetry. */
-	__u64 local_packets;
-	__u64 local_segs;
-	__u64 local_retrans;  /* of those, segments carrying already-seen data */
-	__u32 local_max_seg;  /* largest segment (IP length) on this CPU since load ... */
-	__u32 local_max_hits; /* ... and the packets of that size since it became the largest */
+	__u64 local_retrans;  /* local-path segments carrying data seen before */
 };
 
 /* One direction of one watched interface on one CPU: a value of `iface_stats`, at index
@@ -100,7 +103,7 @@ struct nd_iface_dir {
 	__u32 link;    /* enum nd_link */
 	__u32 pad;
 	struct nd_dir_stats s;
-	__u64 pad2[5];
+	__u64 pad2[6];
 };
 
 /* Flow identity. IPv4 addresses occupy the first 4 bytes of the 16-byte fields.
@@ -212,11 +215,11 @@ struct nd_local_addrs {
 };
 
 /* The local path's TCP sequence state: tag << 32 | highest sequence end (0: free). One
- * cache line each, shared by all CPUs like flow_seq's. */
+ * cache line each (no false sharing between connections), shared by all CPUs like
+ * flow_seq's. */
 struct nd_local_seq {
 	__u64 state;
-	__u32 last_j;
-	__u32 pad[13];
+	__u64 pad[7];
 };
 
 #endif /* NETDOCTOR_PACKET_H */

@@ -226,16 +226,14 @@ pub struct DirCounters {
     pub icmp_frag_needed: u64,
     /// ICMPv6 type 2 messages.
     pub icmp6_packet_too_big: u64,
-    /// TCP segments of local connections that took the local path: packets, segments,
-    /// retransmitted segments, largest segment (0: unknown) and its packets.
-    pub local_tcp_packets: u64,
-    /// See `local_tcp_packets`.
+    /// TCP segments of local connections that took the local path; of those, the
+    /// retransmitted ones; their largest segment (0: unknown) and its packets.
     pub local_tcp_segments: u64,
-    /// See `local_tcp_packets`.
+    /// See `local_tcp_segments`.
     pub local_tcp_retransmits: u64,
-    /// See `local_tcp_packets`.
+    /// See `local_tcp_segments`.
     pub local_tcp_max_segment: u64,
-    /// See `local_tcp_packets`.
+    /// See `local_tcp_segments`.
     pub local_tcp_max_segment_hits: u64,
 }
 
@@ -257,7 +255,6 @@ impl DirCounters {
             df_over_mtu: u64_field(v, "df_over_mtu")?,
             icmp_frag_needed: u64_field(v, "icmp_frag_needed")?,
             icmp6_packet_too_big: u64_field(v, "icmp6_packet_too_big")?,
-            local_tcp_packets: u64_field(v, "local_tcp_packets")?,
             local_tcp_segments: u64_field(v, "local_tcp_segments")?,
             local_tcp_retransmits: u64_field(v, "local_tcp_retransmits")?,
             local_tcp_max_segment: u64_field(v, "local_tcp_max_segment")?,

@@ -125,7 +125,7 @@ fn local_connections_are_counted_per_interface_and_described_by_their_sockets() 
     assert_eq!(r.ingress.local_tcp_max_segment, 1500, "{:?}", r.ingress);
     // Sent ACKs: the socket's own segments.
     assert!(
-        r.egress.local_tcp_packets * 10 >= r.egress.packets * 9,
+        r.egress.local_tcp_segments * 10 >= r.egress.segments * 9,
         "{:?}",
         r.egress
     );
@@ -153,9 +153,9 @@ fn local_connections_are_counted_per_interface_and_described_by_their_sockets() 
     // every segment there. Each sees the data connection's segments as the local path did.
     let forwarding = run(true, &[], 0)?;
     let f = &forwarding.report;
-    assert_eq!(f.ingress.local_tcp_packets, 0, "{:?}", f.ingress);
+    assert_eq!(f.ingress.local_tcp_segments, 0, "{:?}", f.ingress);
     assert!(
-        f.egress.local_tcp_packets > 0,
+        f.egress.local_tcp_segments > 0,
         "ACKs still have their socket"
     );
     let received = data_flow_packets(&forwarding);
@@ -168,7 +168,10 @@ fn local_connections_are_counted_per_interface_and_described_by_their_sockets() 
     let packets = run(false, &["--local-tcp", "packets"], 0)?;
     let p = &packets.report;
     assert_eq!(p.hook("local_tcp")?, "packets");
-    assert_eq!(p.ingress.local_tcp_packets + p.egress.local_tcp_packets, 0);
+    assert_eq!(
+        p.ingress.local_tcp_segments + p.egress.local_tcp_segments,
+        0
+    );
     assert!(data_flow_packets(&packets) * 10 >= p.ingress.packets * 9);
     Ok(())
 }

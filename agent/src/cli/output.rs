@@ -87,7 +87,7 @@ pub(super) fn print_flows(r: &FlowsReport) {
     right_align(&mut t, 1);
     println!("{t}\n");
     let (lin, lout) = (&r.counters.ingress, &r.counters.egress);
-    if lin.local_tcp_packets + lout.local_tcp_packets > 0 {
+    if lin.local_tcp_segments + lout.local_tcp_segments > 0 {
         println!(
             "This host's own TCP connections (local path: counted per interface, no flow \
              records; each is listed under Local TCP connections below): {} segments in, {} out, \

@@ -287,7 +287,6 @@ mod tests {
             df_over_mtu: 0,
             icmp_frag_needed: 0,
             icmp6_packet_too_big: 0,
-            local_tcp_packets: 0,
             local_tcp_segments: 0,
             local_tcp_retransmits: 0,
             local_tcp_max_segment: 0,

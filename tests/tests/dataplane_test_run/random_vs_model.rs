@@ -35,7 +35,6 @@ fn model_counters(d: &DirCounters) -> LabDirCounters {
         df_over_mtu,
         icmp_frag_needed,
         icmp6_packet_too_big,
-        local_tcp_packets,
         local_tcp_segments,
         local_tcp_retransmits,
         local_tcp_max_segment,
@@ -54,7 +53,6 @@ fn model_counters(d: &DirCounters) -> LabDirCounters {
         df_over_mtu,
         icmp_frag_needed,
         icmp6_packet_too_big,
-        local_tcp_packets,
         local_tcp_segments,
         local_tcp_retransmits,
         local_tcp_max_segment,
@@ -81,7 +79,6 @@ fn minus(a: &DirCounters, b: &DirCounters) -> DirCounters {
         df_over_mtu: a.df_over_mtu - b.df_over_mtu,
         icmp_frag_needed: a.icmp_frag_needed - b.icmp_frag_needed,
         icmp6_packet_too_big: a.icmp6_packet_too_big - b.icmp6_packet_too_big,
-        local_tcp_packets: a.local_tcp_packets - b.local_tcp_packets,
         local_tcp_segments: a.local_tcp_segments - b.local_tcp_segments,
         local_tcp_retransmits: a.local_tcp_retransmits - b.local_tcp_retransmits,
         // The running maximum is not a count: no difference to take.

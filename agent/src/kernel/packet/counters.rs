@@ -39,10 +39,8 @@ pub struct DirCounters {
     pub icmp_frag_needed: u64,
     /// ICMPv6 type 2 (packet too big) messages.
     pub icmp6_packet_too_big: u64,
-    /// Of `packets`, TCP segments of this host's own connections that took the local path
+    /// Of `segments`, those of this host's own TCP connections that took the local path
     /// (no flow record: socket telemetry describes those connections).
-    pub local_tcp_packets: u64,
-    /// Their wire segments (included in `segments`).
     pub local_tcp_segments: u64,
     /// Of those, segments carrying data seen before (retransmitted or reordered); a count
     /// that can miss some when many connections collide, never invents any.
@@ -85,7 +83,6 @@ impl DirCounters {
             df_over_mtu: d(self.df_over_mtu, earlier.df_over_mtu),
             icmp_frag_needed: d(self.icmp_frag_needed, earlier.icmp_frag_needed),
             icmp6_packet_too_big: d(self.icmp6_packet_too_big, earlier.icmp6_packet_too_big),
-            local_tcp_packets: d(self.local_tcp_packets, earlier.local_tcp_packets),
             local_tcp_segments: d(self.local_tcp_segments, earlier.local_tcp_segments),
             local_tcp_retransmits: d(self.local_tcp_retransmits, earlier.local_tcp_retransmits),
             local_tcp_max_segment: max.0,
@@ -131,7 +128,6 @@ impl DirCounters {
         self.df_over_mtu += s.df_over_mtu;
         self.icmp_frag_needed += s.icmp_frag_needed;
         self.icmp6_packet_too_big += s.icmp6_too_big;
-        self.local_tcp_packets += s.local_packets;
         self.local_tcp_segments += s.local_segs;
         self.local_tcp_retransmits += s.local_retrans;
         // Each CPU keeps its own maximum: the largest over CPUs, with the packets of every

@@ -77,7 +77,9 @@ impl Report<'_> {
         }
         println!("watched: {}", side_text(a.side));
         println!("         an end host (net.ipv4.ip_forward=0 in its namespace): with --local-tcp sockets, the");
-        println!("         default, both directions of its own connections take netdoctor's local path");
+        println!(
+            "         default, both directions of its own connections take netdoctor's local path"
+        );
         if !self.runs.is_empty() || self.tracing.is_some() {
             println!(
                 "stats:   BPF_ENABLE_STATS held for the packet and tracing sections, released before the agent's (kernel.bpf_stats_enabled was {} and is not written)",

@@ -5,11 +5,13 @@
 //! whose nexthops include the diagnosed interface (or its underlay), the hash policy of its
 //! family, and what the data plane, attached to every nexthop, measured on each.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::iface::Interface;
 use super::route_table::TableRoute;
-use crate::kernel::packet::flows::Flow;
+use crate::kernel::packet::flows::{Flow, FlowKey};
 use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::sysctl;
 use crate::kernel::views::{Direction, Encap};
@@ -104,8 +106,14 @@ fn percent(part: i64, whole: i64) -> f64 {
 }
 
 /// The facts of the first route in `routes` (see [`routes`]), its nexthops measured from
-/// `flows` (the window's), hash policies read from the sysctls.
-pub fn facts(routes: &[&TableRoute], all: &[Interface], flows: &[Flow]) -> EcmpFacts {
+/// `flows` and the local connections among `sockets` (the window's; see [`toward`]), hash
+/// policies read from the sysctls.
+pub fn facts(
+    routes: &[&TableRoute],
+    all: &[Interface],
+    flows: &[Flow],
+    sockets: &[SocketRow],
+) -> EcmpFacts {
     let Some(route) = routes.first() else {
         return EcmpFacts {
             hash_policy: int("net.ipv4.fib_multipath_hash_policy"),
@@ -116,34 +124,30 @@ pub fn facts(routes: &[&TableRoute], all: &[Interface], flows: &[Flow]) -> EcmpF
     let family = if v4 { "ipv4" } else { "ipv6" };
     let policy = int(&format!("net.{family}.fib_multipath_hash_policy"));
     let fields = int(&format!("net.{family}.fib_multipath_hash_fields"));
-    measure(route, all, flows, policy, fields)
+    measure(route, all, &toward(route, flows, sockets), policy, fields)
 }
 
-/// `flows` with the local connections among `sockets`: their segments took the data
-/// plane's local path (counted per interface; only the SYN has a flow record), and each is
-/// described by its socket, whose egress interface is the nexthop the route's hash gave it.
-/// A connection's figures are the larger of its flow record's and its socket's (bytes
-/// acknowledged during the window), so that with `--local-tcp packets`, where the flow
-/// record has them all, nothing counts twice.
-pub fn with_sockets(flows: &[Flow], sockets: &[SocketRow]) -> Vec<Flow> {
-    let mut out = flows.to_vec();
+/// Whether `f` leaves through one of `route`'s nexthops toward its destination.
+fn goes(route: &TableRoute, f: &Flow) -> bool {
+    f.direction == Direction::Egress
+        && route.destination.contains(f.dst)
+        && route.nexthops.iter().any(|h| h.ifindex == f.ifindex)
+}
+
+/// The flows among `flows` that leave through `route`'s nexthops, with the local
+/// connections among `sockets` that do: their segments took the data plane's local path
+/// (counted per interface; only the SYN has a flow record), and each is described by its
+/// socket, whose egress interface is the nexthop the route's hash gave it. A connection's
+/// figures are the larger of its flow record's and its socket's (bytes acknowledged during
+/// the window), so that with `--local-tcp packets`, where the flow record has them all,
+/// nothing counts twice.
+fn toward(route: &TableRoute, flows: &[Flow], sockets: &[SocketRow]) -> Vec<Flow> {
+    let mut out: Vec<Flow> = flows.iter().filter(|f| goes(route, f)).cloned().collect();
+    let mut index: HashMap<FlowKey, usize> =
+        out.iter().enumerate().map(|(i, f)| (f.key(), i)).collect();
     for r in sockets.iter().filter(|r| r.socket.ifindex != 0) {
         let s = &r.socket;
-        let bytes = r.window_bytes_acked;
-        let same = |f: &&mut Flow| {
-            f.ifindex == s.ifindex
-                && f.direction == Direction::Egress
-                && f.protocol == 6
-                && (f.src, f.src_port, f.dst, f.dst_port)
-                    == (s.local.ip(), s.local.port(), s.remote.ip(), s.remote.port())
-        };
-        if let Some(f) = out.iter_mut().find(|f| same(f)) {
-            f.bytes = f.bytes.max(bytes);
-            f.packets = f.packets.max(r.data_segs_sent);
-            f.segments = f.segments.max(r.data_segs_sent);
-            continue;
-        }
-        out.push(Flow {
+        let flow = Flow {
             ifindex: s.ifindex,
             direction: Direction::Egress,
             protocol: 6,
@@ -153,7 +157,7 @@ pub fn with_sockets(flows: &[Flow], sockets: &[SocketRow]) -> Vec<Flow> {
             dst_port: s.remote.port(),
             packets: r.data_segs_sent,
             segments: r.data_segs_sent,
-            bytes,
+            bytes: r.window_bytes_acked,
             first_seen_ms: 0,
             last_seen_ms: 0,
             tcp_flags: 0,
@@ -162,7 +166,21 @@ pub fn with_sockets(flows: &[Flow], sockets: &[SocketRow]) -> Vec<Flow> {
             retransmits: u32::try_from(r.retransmits).unwrap_or(u32::MAX),
             encap: Encap::None,
             wireguard: Default::default(),
-        });
+        };
+        if !goes(route, &flow) {
+            continue;
+        }
+        match index.get(&flow.key()).and_then(|&i| out.get_mut(i)) {
+            Some(f) => {
+                f.bytes = f.bytes.max(flow.bytes);
+                f.packets = f.packets.max(flow.packets);
+                f.segments = f.segments.max(flow.segments);
+            }
+            None => {
+                index.insert(flow.key(), out.len());
+                out.push(flow);
+            }
+        }
     }
     out
 }
@@ -180,11 +198,7 @@ fn measure(
             .find(|x| x.index == i)
             .map_or_else(|| format!("ifindex {i}"), |x| x.name.clone())
     };
-    let toward: Vec<&Flow> = flows
-        .iter()
-        .filter(|f| f.direction == Direction::Egress && route.destination.contains(f.dst))
-        .filter(|f| route.nexthops.iter().any(|h| h.ifindex == f.ifindex))
-        .collect();
+    let toward: Vec<&Flow> = flows.iter().filter(|f| goes(route, f)).collect();
     let total: u64 = toward.iter().map(|f| f.bytes).sum();
     let concurrent = |f: &Flow| f.bytes as f64 >= total as f64 * FLOW_MIN_SHARE;
     let measured: Vec<NexthopTraffic> = route

@@ -303,7 +303,8 @@ impl Observation<'_> {
         let ecmp = ecmp::facts(
             &ecmp::routes(self.routes, self.me, underlay_iface.as_ref()),
             self.all,
-            &ecmp::with_sockets(all_flows, self.sockets.unwrap_or_default()),
+            all_flows,
+            self.sockets.unwrap_or_default(),
         );
         let nat = if is_tunnel_kind(&self.me.kind) {
             let allowed = self

@@ -23,9 +23,13 @@ fn remote(f: &Flow) -> SocketAddr {
     }
 }
 
+/// `a` with an IPv4-mapped IPv6 address as plain IPv4, so that both forms compare equal.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
+}
+
 /// Bytes of the `flows` with protocol `protocol` whose remote end is among `remotes`.
 fn bytes_with(flows: &[&Flow], protocol: u8, remotes: &[SocketAddr], wireguard: bool) -> i64 {
-    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let remotes: Vec<SocketAddr> = remotes.iter().copied().map(canonical).collect();
     flows
         .iter()
@@ -39,7 +43,6 @@ fn bytes_with(flows: &[&Flow], protocol: u8, remotes: &[SocketAddr], wireguard: 
 /// the window: tailscaled's DERP connections are local sockets, whose segments the data
 /// plane's local path counts per interface rather than per flow.
 fn socket_bytes_with(sockets: &[SocketRow], remotes: &[SocketAddr]) -> i64 {
-    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     sockets
         .iter()
         .filter(|r| {

@@ -51,19 +51,19 @@
  * packet-too-big quote; tc pulls this much when a driver left headers in fragments. */
 #define ND_PULL_LEN 160
 
-/* Upper bounds (IP length) of the first ND_SIZE_BUCKETS - 1 size buckets; the last bucket
- * takes the rest. The agent owns the values and sets them before load. */
-const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {};
+/* The size buckets' bounds (packet.h), published for the agent's check (limits.rs): the
+ * programs compare with the constants themselves and never read this. */
+const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {
+	ND_SIZE_BOUND_0, ND_SIZE_BOUND_1, ND_SIZE_BOUND_2, ND_SIZE_BOUND_3, ND_SIZE_BOUND_4,
+	ND_SIZE_BOUND_5, ND_SIZE_BOUND_6, ND_SIZE_BOUND_7, ND_SIZE_BOUND_8,
+};
 
 /* Non-zero: every packet goes through the stages, never fast_account(). For the test that
  * proves both parse alike; the verifier drops the branch not taken, so it costs nothing. */
 const volatile __u32 stages_only = 0;
 
-/* Non-zero: TCP segments of local connections take the local path (local_tcp.h). The
- * agent sets it where socket telemetry describes those connections. */
-const volatile __u32 local_tcp = 0;
 
-/* The data plane's parts (see above); after the settings, which iface_stats.h reads. */
+/* The data plane's parts (see above). */
 #include "meta.h"
 #include "iface_stats.h"
 #include "flow_table.h"
@@ -317,7 +317,9 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 	skb_meta(skb, ifindex, dir, ifs->link, &m);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 
-	if (local_tcp && local_tcp_account(skb, data, data_end, ifs, &m))
+	/* The interface's setting rather than a program setting: it lies in the line just
+	 * loaded, where a setting is one more cache line per packet. */
+	if (ifs->local_tcp && local_tcp_account(skb, data, data_end, ifs, &m))
 		return;
 	if ((!stages_only && fast_account(data, data_end, ifs, &m, &p)) ||
 	    slow_result(nd_slow_skb(skb, dir), &p))

@@ -23,8 +23,8 @@
  *   forwards, Kubernetes NodePorts), which must keep its flow record.
  * - SYNs never take it: their MSS option is read by the stages and kept in the flow table.
  *
- * The agent turns the path on (setting `local_tcp`) only where socket telemetry is loaded,
- * and `--local-tcp packets` turns it off: every segment then gets its flow record as before.
+ * The agent turns the path on (each interface's `local_tcp`) only where socket telemetry is
+ * loaded, and `--local-tcp packets` turns it off: every segment then gets its flow record.
  *
  * The retransmission check keeps one sequence entry per connection and direction in
  * `local_seq` (a hash of the addresses, ports, interface and direction picks it, a 32-bit
@@ -32,6 +32,22 @@
  * check afresh: connections that collide can miss retransmissions, never invent them for
  * in-order data. The connections' own figures come from their sockets; this count only
  * feeds the interface's ratio.
+ *
+ * Loading that entry was the largest single cost of the local path in a profile: between
+ * two segments of a bulk transfer the socket copies tens of kilobytes, which evicts it. So
+ * the interface's own first line, which every packet loads anyway, holds a hint per CPU
+ * (seq_tag, seq_high in struct nd_iface_dir): the connection whose data this CPU saw last
+ * there, by a 16-bit tag, and the highest sequence end it saw. A segment starting at or
+ * beyond that end cannot be one this CPU has seen, so it only stores its end into the hint
+ * and, without loading it, into its entry; every other segment (another connection, or data
+ * at or below the hint's end: a retransmission or a reordering) takes the full check
+ * against the entry. The hint only ever skips a check, never makes a count: a stale hint
+ * (the connection's data went through another CPU meanwhile) or a tag shared by two
+ * connections can miss a retransmission, and can set the entry back to an earlier end
+ * (which misses more, later), but every count still compares with the end of a segment the
+ * entry's connection sent, and the entry is written by every segment, so it is never 2^31
+ * behind (where a 32-bit comparison would turn around). tests/tests/dataplane_test_run/
+ * local_path.rs holds it to this.
  */
 #ifndef NETDOCTOR_LOCAL_TCP_H
 #define NETDOCTOR_LOCAL_TCP_H
@@ -49,8 +65,10 @@
 #define PACKET_HOST 0
 #endif
 
+/* Mappable for the page alignment only: the IPv4 test reads the entry's first line. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct nd_local_addrs);
@@ -91,29 +109,43 @@ static __always_inline int local_v6(const struct nd_local_addrs *a, const struct
 	return hit && a->v6_ok;
 }
 
-/* Segments of this packet to count as carrying data seen before (see above). One load and
- * at most one store of the connection's entry: no clock, no idle test, since the entry's
- * line is the one cost that grows with traffic (it moves between CPUs with the data). */
-static __always_inline __u32 local_seq_check(__u32 h, __u32 seq, __u32 payload, __u32 segs)
+/* Segments of this packet to count as carrying data seen before (see above): the hint in
+ * `ifs` for data beyond what this CPU saw of the connection, else the connection's entry.
+ * At most one load and one store of the entry, no clock and no idle test. */
+static __always_inline __u32 local_seq_check(struct nd_iface_dir *ifs, __u32 h, __u32 seq,
+					     __u32 payload, __u32 segs)
 {
 	__u32 idx = h >> (32 - ND_LOCAL_SEQ_BITS);
 	__u32 tag = h | 1;
+	__u16 hint = (__u16)h | 1; /* the low bits: the high ones pick the entry */
 	struct nd_local_seq *e = bpf_map_lookup_elem(&local_seq, &idx);
 	__u32 end = seq + payload;
 
 	if (!e)
 		return 0;
-	__u64 st = e->state;
-	__u32 high = (__u32)st;
-
-	if ((__u32)(st >> 32) != tag) {
-		/* Free, or another connection's: this one's check starts here. */
+	if (ifs->seq_tag == hint && (__s32)(seq - ifs->seq_high) >= 0) {
+		ifs->seq_high = end;
 		e->state = (__u64)tag << 32 | end;
 		return 0;
 	}
-	if ((__s32)(end - high) > 0)
-		e->state = (__u64)tag << 32 | end;
-	return (__s32)(seq - high) < 0 ? segs : 0;
+
+	__u64 st = e->state;
+	__u32 high = (__u32)st;
+	__u32 retrans = 0;
+
+	if ((__u32)(st >> 32) != tag) {
+		/* Free, or another connection's: this one's check starts here. */
+		high = end;
+	} else {
+		if ((__s32)(seq - high) < 0)
+			retrans = segs;
+		if ((__s32)(end - high) > 0)
+			high = end;
+	}
+	e->state = (__u64)tag << 32 | high;
+	ifs->seq_tag = hint;
+	ifs->seq_high = high;
+	return retrans;
 }
 
 /* Takes the packet when it is a non-SYN TCP segment of a local connection (see above) and
@@ -209,7 +241,7 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, 
 		 * connection, at each hook that sees it, has its own entry (a segment seen
 		 * leaving one interface and then another must not look sent twice). */
 		h = (h ^ *(__u32 *)&th->source ^ (m->ifindex << 1 | m->dir)) * 0x9e3779b9;
-		__u32 r = local_seq_check(h, bpf_ntohl(th->seq), payload, segs);
+		__u32 r = local_seq_check(ifs, h, bpf_ntohl(th->seq), payload, segs);
 
 		if (r)
 			ds->local_retrans += r;

@@ -23,6 +23,19 @@
 #define ND_SEQ_SLOTS 4096
 #define ND_MAX_PTB 1024
 #define ND_SIZE_BUCKETS 10
+/* Upper bounds (IP length) of the first ND_SIZE_BUCKETS - 1 size buckets; the last takes the
+ * rest. Constants rather than settings: compared as immediates on the hot path, where each
+ * loaded setting is one more cache line. The agent's copy (SIZE_BUCKET_BOUNDS) is checked
+ * against the object's `size_bounds` (packet.bpf.c) by limits.rs. */
+#define ND_SIZE_BOUND_0 576
+#define ND_SIZE_BOUND_1 1280
+#define ND_SIZE_BOUND_2 1380
+#define ND_SIZE_BOUND_3 1420
+#define ND_SIZE_BOUND_4 1440
+#define ND_SIZE_BOUND_5 1450
+#define ND_SIZE_BOUND_6 1480
+#define ND_SIZE_BOUND_7 1500
+#define ND_SIZE_BOUND_8 9000
 #define ND_MAX_USER_PORTS 8
 #define ND_LOCAL_V4 8
 #define ND_LOCAL_V6 4
@@ -93,15 +106,21 @@ struct nd_dir_stats {
  * ifindex % ND_MAX_IFACES when it is free (another one when two watched interfaces share
  * the remainder, found through `iface_slot`), so a packet finds its counters from its
  * ifindex and its CPU alone: one load, no chain of lookups, which under load costs a cache
- * miss each. The agent writes mtu and link, then `ifindex`, which makes the slot live; the
- * programs count only into a value whose `ifindex` is the packet's, so they never
+ * miss each. The agent writes mtu, link and local_tcp, then `ifindex`, which makes the slot
+ * live; the programs count only into a value whose `ifindex` is the packet's, so they never
  * allocate. 256 bytes in a page-aligned (mappable) array: the header and the counters
  * every packet touches share the first two cache lines. */
 struct nd_iface_dir {
 	__u32 ifindex; /* the interface that owns the slot; 0: free */
 	__u32 mtu;
-	__u32 link;    /* enum nd_link */
-	__u32 pad;
+	__u8 link;      /* enum nd_link */
+	/* Non-zero: TCP segments of local connections take the local path (local_tcp.h); the
+	 * agent sets it where socket telemetry describes those connections. */
+	__u8 local_tcp;
+	/* The local path's sequence hint (local_tcp.h): the connection whose data this CPU saw
+	 * last here (a 16-bit tag), and the highest sequence end it saw. Programs only. */
+	__u16 seq_tag;
+	__u32 seq_high;
 	struct nd_dir_stats s;
 	__u64 pad2[6];
 };
@@ -208,10 +227,10 @@ struct nd_ptb_stats {
  * agent. `v4_ok` / `v6_ok`: every address of the family is listed and the host does not
  * forward that family, so a TCP segment to a listed address is for a local socket. */
 struct nd_local_addrs {
+	__u32 v4_ok; /* first: with the IPv4 addresses, the IPv4 test reads one cache line */
+	__u32 v6_ok;
 	__u32 v4[ND_LOCAL_V4];
 	__u8 v6[ND_LOCAL_V6][16];
-	__u32 v4_ok;
-	__u32 v6_ok;
 };
 
 /* The local path's TCP sequence state: tag << 32 | highest sequence end (0: free). One

@@ -8,34 +8,9 @@ use netdoctor_lab::ci;
 use netdoctor_lab::packet::builder::{self as pkt, Tcp};
 
 use crate::expect::Expect;
-use crate::harness::{run_cases, test_run_repeat, Case, A, B, ETHER_1500, LO};
-
-/// Runs the rest of the calling thread on `cpu` (test runs execute on the caller's CPU).
-fn pin(cpu: usize) -> Result<()> {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    let mut set = CpuSet::new();
-    set.set(cpu)?;
-    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
-    Ok(())
-}
-
-/// Lets the calling thread run anywhere again.
-fn unpin() -> Result<()> {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    let mut set = CpuSet::new();
-    for cpu in 0..CpuSet::count() {
-        let _ = set.set(cpu);
-    }
-    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
-    Ok(())
-}
-
-/// Whether the thread can run on CPUs 0 and 1 (the cross-CPU cases need two).
-fn two_cpus() -> bool {
-    let ok = pin(1).is_ok() && pin(0).is_ok();
-    let _ = unpin();
-    ok
-}
+use crate::harness::{
+    pin, run_cases, test_run_repeat, two_cpus, unpin, Case, A, B, ETHER_1500, LO,
+};
 
 /// `flow_hash()` of packet.bpf.c for an IPv4 TCP/UDP flow on the loopback (10.0.0.1 ->
 /// 10.0.0.2, the packet builder's addresses): the key's five native-endian 64-bit words and

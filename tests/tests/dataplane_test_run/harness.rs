@@ -65,6 +65,33 @@ pub(crate) fn kernel_rejects(kind: ProgramKind, frame: &[u8]) -> bool {
     bpf_run::kernel_rejects(prog_type(kind), frame)
 }
 
+/// Runs the rest of the calling thread on `cpu` (test runs execute on the caller's CPU).
+pub(crate) fn pin(cpu: usize) -> Result<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    set.set(cpu)?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+    Ok(())
+}
+
+/// Lets the calling thread run anywhere again.
+pub(crate) fn unpin() -> Result<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    for cpu in 0..CpuSet::count() {
+        let _ = set.set(cpu);
+    }
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+    Ok(())
+}
+
+/// Whether the thread can run on CPUs 0 and 1 (the cross-CPU cases need two).
+pub(crate) fn two_cpus() -> bool {
+    let ok = pin(1).is_ok() && pin(0).is_ok();
+    let _ = unpin();
+    ok
+}
+
 /// Loads a fresh data plane, watches the loopback with `mtu`/`link` and hands it to `f`.
 pub(crate) fn with_dp<F>(options: Options, mtu: u32, link: LinkType, f: F) -> Result<()>
 where
@@ -85,12 +112,16 @@ struct Maps {
     /// emptied by zeroing every entry.
     flow_cache: MapHandle,
     flow_seq: MapHandle,
+    /// The local path's sequence entries (tc programs only).
+    local_seq: MapHandle,
 }
 
 impl Maps {
     fn of(dp: &Dataplane<'_>) -> Result<Self> {
         let fd = dp.program(ProgramKind::XdpIngress).as_fd().as_raw_fd();
         let mut by_name = maps::program_maps(fd).context("our XDP program's maps")?;
+        let tc = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
+        by_name.extend(maps::program_maps(tc).context("our tc program's maps")?);
         let mut take = |name: &str| {
             by_name
                 .remove(name)
@@ -101,6 +132,7 @@ impl Maps {
             ptb_events: take("ptb_events")?,
             flow_cache: take("flow_cache")?,
             flow_seq: take("flow_seq")?,
+            local_seq: take("local_seq")?,
         })
     }
 
@@ -116,6 +148,7 @@ impl Maps {
         }
         maps::zero_array(&self.flow_cache)?;
         maps::zero_array(&self.flow_seq)?;
+        maps::zero_array(&self.local_seq)?;
         ensure!(dp.flows()?.is_empty(), "flows left after clearing");
         Ok(())
     }

@@ -28,6 +28,7 @@ mod flow_table;
 mod fragments;
 mod hooks;
 mod icmp_too_big;
+mod local_path;
 mod malformed;
 mod protocols;
 mod random_vs_model;

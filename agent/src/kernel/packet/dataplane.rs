@@ -12,7 +12,6 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
 use crate::kernel::attach::{self, AttachMethod, Attachment, XdpMode};
 use crate::kernel::bpf::packet::{PacketSkel, PacketSkelBuilder};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_table;
 use crate::kernel::packet::local_tcp::{self, LocalTcp};
@@ -74,9 +73,7 @@ impl<'obj> Dataplane<'obj> {
                 "packet.bpf.c has no .rodata",
             )))
         })?;
-        rodata.size_bounds = SIZE_BUCKET_BOUNDS;
         rodata.stages_only = u32::from(options.stages_only);
-        rodata.local_tcp = u32::from(local_tcp::enabled(&options));
         let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
             Error::Load(libbpf_rs::Error::from(std::io::Error::other(
                 "packet.bpf.c has no .bss",
@@ -189,7 +186,8 @@ impl<'obj> Dataplane<'obj> {
             return Err(Error::NoInterfaceIndex);
         }
         let mut slots = self.slots();
-        let link = u32::from(link == LinkType::RawIp);
+        let link = u8::from(link == LinkType::RawIp);
+        let local_tcp = u8::from(local_tcp::enabled(&self.options));
         let slot = match slots.get(&index) {
             Some(slot) => *slot,
             None => {
@@ -206,6 +204,7 @@ impl<'obj> Dataplane<'obj> {
                 self.write_counters(slot, |_| nd_iface_dir {
                     mtu,
                     link,
+                    local_tcp,
                     ..Default::default()
                 })?;
                 slots.insert(index, slot);
@@ -216,6 +215,7 @@ impl<'obj> Dataplane<'obj> {
             ifindex: index,
             mtu,
             link,
+            local_tcp,
             ..old
         })?;
         // Slots other than the preferred one are found through this mapping. Written every

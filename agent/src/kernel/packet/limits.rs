@@ -4,12 +4,14 @@
 //!
 //! Map sizes come from the skeleton's maps as libbpf opens the object (before the agent
 //! sizes the per-CPU maps for the CPUs it finds), array lengths from the skeleton's
-//! generated types. Opening only parses the object: no kernel, no privileges.
+//! generated types, published constants from the object's `.rodata`. Opening only parses the
+//! object: no kernel, no privileges.
 
 use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::SkelBuilder;
 
+use super::counters::SIZE_BUCKET_BOUNDS;
 use super::dataplane::{MAX_IFACES, MAX_TUNNEL_PORTS, SLOT_ARRAY_IFINDEX};
 use super::flow_cache::SLOTS_PER_CPU;
 use super::local_tcp;
@@ -56,6 +58,17 @@ fn mirrored_limits_match_the_compiled_object() {
         bss.user_port_encap.len(),
         MAX_TUNNEL_PORTS,
         "MAX_TUNNEL_PORTS against ND_MAX_USER_PORTS (user_port_encap)"
+    );
+
+    // ND_SIZE_BOUND_*: the programs bucket with the constants; the object publishes them in
+    // `size_bounds`, whose initial value the opened skeleton holds.
+    let rodata = maps
+        .rodata_data
+        .as_deref()
+        .expect("packet.bpf.c has a .rodata");
+    assert_eq!(
+        rodata.size_bounds, SIZE_BUCKET_BOUNDS,
+        "SIZE_BUCKET_BOUNDS against ND_SIZE_BOUND_* (size_bounds)"
     );
 
     let addrs = crate::kernel::views::nd_local_addrs::default();

@@ -8,7 +8,8 @@ use crate::kernel::views::nd_dir_stats;
 /// Upper bounds of the packet-size buckets (IP length of one segment), chosen for MTU work:
 /// minimum IPv4 MTU, IPv6 minimum MTU, common tunnel MTUs (WireGuard over IPv6 1420 / IPv4
 /// 1440, VXLAN 1450, IP-in-IP 1480), Ethernet 1500 and jumbo 9000. A last bucket takes
-/// anything larger. Mirrors `ND_SIZE_BOUND_*` in ebpf/include/packet.h (checked by the `limits` test).
+/// anything larger. Mirrors `ND_SIZE_BOUND_*` in ebpf/include/packet.h (checked by the
+/// `limits` test).
 pub const SIZE_BUCKET_BOUNDS: [u32; 9] = [576, 1280, 1380, 1420, 1440, 1450, 1480, 1500, 9000];
 
 /// Counters for one direction of one interface.

@@ -9,7 +9,7 @@ use netdoctor_lab::packet::builder::{self as pkt, Tcp};
 
 use crate::expect::Expect;
 use crate::harness::{
-    pin, run_cases, test_run_repeat, two_cpus, unpin, Case, A, B, ETHER_1500, LO,
+    pin, run_cases, tcp_seg, test_run_repeat, two_cpus, unpin, Case, A, B, ETHER_1500, LO,
 };
 
 /// `flow_hash()` of packet.bpf.c for an IPv4 TCP/UDP flow on the loopback (10.0.0.1 ->
@@ -67,13 +67,6 @@ fn colliding_ports(
 
 /// Longer than ND_SLOT_IDLE_J / ND_SEQ_IDLE_J (4 jiffies) at any HZ (100 to 1000).
 const IDLE: std::time::Duration = std::time::Duration::from_millis(100);
-
-fn tcp_seg(sport: u16, seq: u32, flags: u8, len: usize) -> Vec<u8> {
-    pkt::v4(
-        pkt::TCP,
-        &Tcp::new(sport, 80, seq, flags).build(&pkt::data(len)),
-    )
-}
 
 /// One flow's packets on two CPUs: the counts add up, and a retransmission is recognised on
 /// a CPU that never saw the data beyond it (the sequence state is shared).

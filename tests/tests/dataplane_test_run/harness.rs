@@ -65,6 +65,15 @@ pub(crate) fn kernel_rejects(kind: ProgramKind, frame: &[u8]) -> bool {
     bpf_run::kernel_rejects(prog_type(kind), frame)
 }
 
+/// An IPv4 TCP segment 10.0.0.1:`sport` -> 10.0.0.2:80 with `len` bytes of payload.
+pub(crate) fn tcp_seg(sport: u16, seq: u32, flags: u8, len: usize) -> Vec<u8> {
+    use netdoctor_lab::packet::builder::{self as pkt, Tcp};
+    pkt::v4(
+        pkt::TCP,
+        &Tcp::new(sport, 80, seq, flags).build(&pkt::data(len)),
+    )
+}
+
 /// Runs the rest of the calling thread on `cpu` (test runs execute on the caller's CPU).
 pub(crate) fn pin(cpu: usize) -> Result<()> {
     use nix::sched::{sched_setaffinity, CpuSet};

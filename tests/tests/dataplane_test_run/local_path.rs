@@ -14,18 +14,17 @@ use anyhow::{ensure, Context, Result};
 use netdoctor::kernel::packet::local_tcp::LocalTcp;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor::kernel::views::Direction;
-use netdoctor_lab::packet::builder::{self as pkt, Tcp};
+use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
 use netdoctor_lab::{ci, Netns};
 
-use crate::harness::{counters, dir_of, pin, run, run_cases, two_cpus, unpin, Case, ETHER_1500};
+use crate::harness::{
+    counters, dir_of, pin, run, run_cases, tcp_seg, two_cpus, unpin, Case, ETHER_1500,
+};
 
-/// A received data segment of connection `sport` -> 10.0.0.2:443.
+/// A received data segment of connection `sport` -> 10.0.0.2:80.
 fn segment(sport: u16, seq: u32, len: usize) -> Vec<u8> {
-    let mut f = pkt::v4(
-        pkt::TCP,
-        &Tcp::new(sport, 443, seq, pkt::ACK).build(&pkt::data(len)),
-    );
+    let mut f = tcp_seg(sport, seq, pkt::ACK, len);
     f[0..6].fill(0); // the loopback's address: PACKET_HOST
     f
 }

@@ -25,6 +25,10 @@ fn build_skeletons(dir: &std::path::Path, ebpf: &std::path::Path) {
         libbpf_cargo::SkeletonBuilder::new()
             .source(src)
             .clang_args([
+                // BPF ISA v3 (Linux 5.1; every supported kernel has it): 32-bit arithmetic
+                // and jumps, without the shift pairs v1 needs to zero-extend each 32-bit
+                // value. clang 14's default is v1; v3 makes nd_tc_ingress 7 % shorter.
+                OsStr::new("-mcpu=v3"),
                 OsStr::new("-Wall"),
                 OsStr::new("-Wno-unused-function"),
                 OsStr::new("-I"),

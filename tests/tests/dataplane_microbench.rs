@@ -6,14 +6,15 @@
 //! `cargo test --release -p netdoctor-lab --test dataplane_microbench -- --ignored --nocapture`
 //!
 //! For trying changes to the data plane without rebuilding the agent, two more measurements
-//! take compiled variants of `ebpf/packet.bpf.c` (`clang -g -O2 -target bpf` with the same
-//! include paths as `agent/build.rs`), several at once: `ND_OBJS=a.o,b.o`.
+//! take compiled variants of `ebpf/packet.bpf.c` (`clang -g -O2 -target bpf -mcpu=v3` with
+//! the include paths of `ebpf/build_skeletons.rs`), several at once: `ND_OBJS=a.o,b.o`.
 //! `objects_ns_per_run` is the warm loop above for each; `objects_under_iperf3` attaches
 //! every variant's tc programs to the same veth in the same iperf3 runs, the A/B that shows
 //! cache misses and the one to trust (single benchmark runs of one build vary by ±20 ns
 //! from one run to the next on a shared VM).
 
 use std::mem::MaybeUninit;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{Context, Result};
@@ -39,6 +40,13 @@ fn frame_v4(proto: u8, l4: &[u8]) -> Vec<u8> {
 fn frame_tcp(sport: u16, seq: u32, payload: usize) -> Vec<u8> {
     let tcp = Tcp::new(sport, 5201, seq, pkt::ACK).build(&vec![0xab; payload]);
     frame_v4(pkt::TCP, &tcp)
+}
+
+/// `frame` sent to the loopback's (zero) MAC address: PACKET_HOST, so a received TCP segment
+/// to a local address takes the local path.
+fn local(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[0..6].fill(0);
+    frame
 }
 
 /// A datagram to port 9999 with `payload` bytes of 0xcd.
@@ -129,14 +137,15 @@ fn env_or(name: &str, default: u32) -> u32 {
 
 /// A compiled variant of packet.bpf.c, loaded the way the agent loads the real one (map
 /// sizes per CPU, size bounds), with interface `ifindex` watched in its preferred slot
-/// (ifindex % 256) on every CPU, both directions, MTU 1500, Ethernet.
+/// (ifindex % 256) on every CPU, both directions, MTU 1500, Ethernet, with the local path
+/// on (as with socket telemetry loaded) for TCP to one local address.
 struct Variant {
     path: String,
     obj: libbpf_rs::Object,
 }
 
 impl Variant {
-    fn load(path: &str, ifindex: u32) -> Result<Variant> {
+    fn load(path: &str, ifindex: u32, local: Ipv4Addr) -> Result<Variant> {
         use libbpf_rs::{MapCore, MapFlags, ObjectBuilder};
         let ncpu = u32::try_from(libbpf_rs::num_possible_cpus()?)?;
         let mut open = ObjectBuilder::default().open_file(path)?;
@@ -155,17 +164,26 @@ impl Variant {
             }
         }
         let obj = open.load().with_context(|| format!("loading {path}"))?;
-        // struct nd_iface_dir: owner, then MTU.
+        // struct nd_iface_dir: owner, MTU, link (Ethernet: 0), local_tcp on.
         if let Some(stats) = obj.maps().find(|m| m.name() == "iface_stats") {
             let mut v = vec![0u8; stats.value_size() as usize];
             v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
             v[4..8].copy_from_slice(&1500u32.to_ne_bytes());
+            v[9] = 1;
             for cpu in 0..ncpu {
                 for dir in 0..2 {
                     let key = (cpu * 256 + ifindex % 256) * 2 + dir;
                     stats.update(&key.to_ne_bytes(), &v, MapFlags::ANY)?;
                 }
             }
+        }
+        // struct nd_local_addrs: v4_ok, v6_ok, then the IPv4 addresses: `local` only
+        // (variants older than the local path have no such map).
+        if let Some(addrs) = obj.maps().find(|m| m.name() == "local_addrs") {
+            let mut v = vec![0u8; addrs.value_size() as usize];
+            v[0..4].copy_from_slice(&1u32.to_ne_bytes());
+            v[8..12].copy_from_slice(&local.octets());
+            addrs.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)?;
         }
         Ok(Variant {
             path: path.to_string(),
@@ -191,8 +209,12 @@ fn variant_paths() -> Option<Vec<String>> {
     Some(paths.split(',').map(str::to_owned).collect())
 }
 
-fn load_variants(paths: &[String], ifindex: u32) -> Result<Vec<Variant>> {
-    paths.iter().map(|p| Variant::load(p, ifindex)).collect()
+/// The variants, watching `ifindex` with the local path on for TCP to `local`.
+fn load_variants(paths: &[String], ifindex: u32, local: Ipv4Addr) -> Result<Vec<Variant>> {
+    paths
+        .iter()
+        .map(|p| Variant::load(p, ifindex, local))
+        .collect()
 }
 
 /// The warm loop of `hot_path_ns_per_run` for compiled variants (`ND_OBJS`), interleaved
@@ -208,7 +230,8 @@ fn objects_ns_per_run() -> Result<()> {
     let Some(paths) = variant_paths() else {
         return Ok(());
     };
-    let vars = load_variants(&paths, LO)?;
+    // 10.0.0.2: the frames' destination.
+    let vars = load_variants(&paths, LO, Ipv4Addr::new(10, 0, 0, 2))?;
     let mut storage = MaybeUninit::uninit();
     let fl = load_floor(&mut storage)?;
     let floors = floor_fds(&fl);
@@ -219,7 +242,17 @@ fn objects_ns_per_run() -> Result<()> {
             0,
             frame_tcp(40000, 1000, 1448),
         ),
+        // The same segment again and again: the local path's check against the connection's
+        // entry (data seen before), not the per-CPU hint's shortcut for new data.
+        (
+            "local data in",
+            "nd_tc_ingress",
+            0,
+            local(frame_tcp(40003, 1000, 1448)),
+        ),
         ("ack out", "nd_tc_egress", 1, frame_tcp(40002, 1000, 0)),
+        // BPF_PROG_TEST_RUN's skb has a socket of its own, whose local port is 0.
+        ("local ack out", "nd_tc_egress", 1, frame_tcp(0, 1000, 0)),
         ("udp in", "nd_tc_ingress", 0, frame_udp(40001, 1200)),
     ];
     let (repeat, rounds) = (env_or("ND_REPEAT", 2000), env_or("ND_ROUNDS", 300));
@@ -233,7 +266,9 @@ fn objects_ns_per_run() -> Result<()> {
             }
         }
         for (hook, fd) in floors.iter().enumerate() {
-            floor_ns[hook].push(test_run::ns_per_run(*fd, &cases[hook].3, repeat)?);
+            // The first frame of the hook's cases.
+            let frame = cases.iter().find(|c| c.2 == hook).map_or(&[][..], |c| &c.3);
+            floor_ns[hook].push(test_run::ns_per_run(*fd, frame, repeat)?);
         }
     }
     let floor: Vec<f64> = floor_ns.into_iter().map(median).collect();
@@ -295,7 +330,7 @@ fn objects_under_iperf3() -> Result<()> {
     nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
     let ifindex = nix::net::if_::if_nametoindex(PairTopology::IFNAME)?;
     let _stats = StatsGuard::enable()?;
-    let vars = load_variants(&paths, ifindex)?;
+    let vars = load_variants(&paths, ifindex, PairTopology::B_IP.parse()?)?;
     let mut storage = MaybeUninit::uninit();
     let fl = load_floor(&mut storage)?;
     // (label, [tc ingress, tc egress] program fds) per variant, the floor last.

@@ -45,10 +45,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (up to 120 s: BPF loads are slow under TCG) until file $1 contains $2.
+# Whether process $1 still runs (a zombie does not: the shell may not have reaped it yet).
+running() {
+    state=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# Waits (up to 120 s: BPF loads are slow under TCG) until file $1 contains $2; with a pid $3,
+# no longer than process $3 runs (a netdoctor that exited will not write it: without this,
+# a binary that fails at once cost every case the whole 120 s).
 wait_for() {
     i=0
     while ! grep -q "$2" "$1" 2>/dev/null; do
+        if [ -n "$3" ] && ! running "$3"; then
+            grep -q "$2" "$1" 2>/dev/null
+            return
+        fi
         i=$((i + 1))
         [ $i -gt 240 ] && return 1
         sleep 0.5
@@ -64,7 +76,7 @@ start_case() {
     shift 2
     nsenter --net=/run/netns/$ns "$ND" -v "$@" >"$OUT/$c.out" 2>"$OUT/$c.err" &
     BG=$!
-    wait_for "$OUT/$c.err" "netdoctor: \(watching\|observing\|counting\)" || true
+    wait_for "$OUT/$c.err" "netdoctor: \(watching\|observing\|counting\)" "$BG" || true
 }
 finish_case() {
     wait "$BG"

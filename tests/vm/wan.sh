@@ -43,7 +43,7 @@ flow() {
     nsenter --net=/run/netns/$WA "$ND" -v diagnose ndwva$T --json --duration $window --no-probe \
         >"$OUT/$c.out" 2>"$OUT/$c.err" &
     BG=$!
-    wait_for "$OUT/$c.err" "netdoctor: observing" || true
+    wait_for "$OUT/$c.err" "netdoctor: observing" "$BG" || true
     nsenter --net=/run/netns/$WA iperf3 -c 10.40.0.2 -p 5401 -t "$secs" -C "$cc" -J \
         >"$OUT/$c.iperf3" 2>&1
     wait $BG

@@ -9,9 +9,13 @@
  * of what the data plane cost on a busy host (measured by `.ci/bench`, docs/performance.md).
  * Such a segment pays only what the interface's figures need: the interface counters and
  * size histogram (count_packet, count_segments), the local segment count (local_segs,
- * in the same cache line as the packet counts), the largest segment (for the tunnel overhead measured on full-size packets)
- * and a passive retransmission check, so that the interface's retransmission ratio still
- * covers traffic this host receives.
+ * in the same cache line as the packet counts) and the largest segment (for the tunnel
+ * overhead measured on full-size packets). A received one also pays a passive
+ * retransmission check, so that the interface's retransmission ratio still covers data
+ * this host receives: its sender's retransmissions are counted by no local socket. A sent
+ * one does not: its socket counts its retransmissions exactly (sockets.bpf.c), and the
+ * agent adds those of the sockets on the interface to the ratio. Leaving the check out of
+ * nd_tc_egress made it 8-15 ns cheaper per run under traffic (docs/performance.md).
  *
  * Which segments are local, decided from the packet and never guessed:
  * - egress: skb->sk is set and its local port is the segment's source port. Forwarded and
@@ -26,8 +30,8 @@
  * The agent turns the path on (each interface's `local_tcp`) only where socket telemetry is
  * loaded, and `--local-tcp packets` turns it off: every segment then gets its flow record.
  *
- * The retransmission check keeps one sequence entry per connection and direction in
- * `local_seq` (a hash of the addresses, ports, interface and direction picks it, a 32-bit
+ * The retransmission check keeps one sequence entry per received connection and interface
+ * in `local_seq` (a hash of the addresses, ports and interface picks it, a 32-bit
  * tag says whose it is). A connection finding another's entry takes it over and starts its
  * check afresh: connections that collide can miss retransmissions, never invent them for
  * in-order data. The connections' own figures come from their sockets; this count only
@@ -236,11 +240,12 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, 
 		}
 		ds->local_max_hits++;
 	}
-	if (payload) {
-		/* Addresses, ports, interface and direction: each direction of data of a
-		 * connection, at each hook that sees it, has its own entry (a segment seen
-		 * leaving one interface and then another must not look sent twice). */
-		h = (h ^ *(__u32 *)&th->source ^ (m->ifindex << 1 | m->dir)) * 0x9e3779b9;
+	/* Received data only (see above); the egress program has no check at all. */
+	if (payload && m->dir == ND_DIR_INGRESS) {
+		/* Addresses, ports and interface: a connection received at two hooks (a
+		 * bond's member and the bond) has an entry at each, so that one segment seen
+		 * at both does not look received twice. */
+		h = (h ^ *(__u32 *)&th->source ^ m->ifindex) * 0x9e3779b9;
 		__u32 r = local_seq_check(ifs, h, bpf_ntohl(th->seq), payload, segs);
 
 		if (r)

@@ -98,7 +98,7 @@ struct nd_dir_stats {
 	__u64 df_over_mtu;    /* DF (or IPv6) segments larger than the interface MTU */
 	__u64 icmp_frag_needed; /* ICMP type 3 code 4 */
 	__u64 icmp6_too_big;  /* ICMPv6 type 2 */
-	__u64 local_retrans;  /* local-path segments carrying data seen before */
+	__u64 local_retrans;  /* received local-path segments carrying data seen before */
 };
 
 /* One direction of one watched interface on one CPU: a value of `iface_stats`, at index

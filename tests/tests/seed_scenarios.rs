@@ -342,6 +342,22 @@ fn seed_3_loss_hits_cubic_not_bbr() -> Result<()> {
         );
     }
 
+    // The interface's retransmission figures count what the server sent again as its
+    // sockets did (the local path checks only what it receives, and receives ACKs here).
+    for (what, d) in [("cubic", &cubic), ("bbr", &bbr)] {
+        let sent_again: i64 = d
+            .flows()
+            .iter()
+            .filter_map(|f| f["retransmits"].as_i64())
+            .sum();
+        let counted = d.i64("/facts/traffic/tcp_retransmits")?;
+        ensure!(
+            sent_again > 0 && counted >= sent_again,
+            "{what} server: its sockets retransmitted {sent_again} segments, its interface \
+             counts {counted}"
+        );
+    }
+
     let f = cubic.finding("tcp.cubic_on_lossy_path")?;
     ensure!(
         f.get("subject").and_then(Value::as_str) == Some(flow_str(cf, "name")?),

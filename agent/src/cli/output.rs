@@ -90,12 +90,11 @@ pub(super) fn print_flows(r: &FlowsReport) {
     if lin.local_tcp_segments + lout.local_tcp_segments > 0 {
         println!(
             "This host's own TCP connections (local path: counted per interface, no flow \
-             records; each is listed under Local TCP connections below): {} segments in, {} out, \
-             {} and {} of them seen before.\n",
+             records; each is listed under Local TCP connections below): {} segments in, {} of \
+             them carrying data seen before; {} out (their retransmissions are the connections').\n",
             lin.local_tcp_segments,
-            lout.local_tcp_segments,
             lin.local_tcp_retransmits,
-            lout.local_tcp_retransmits
+            lout.local_tcp_segments
         );
     }
 

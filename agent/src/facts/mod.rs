@@ -194,7 +194,8 @@ pub struct TrafficFacts {
     pub syn_mss_over_limit: i64,
     /// TCP segments seen (forwarded and local), both directions.
     pub tcp_segments: i64,
-    /// TCP segments carrying already-seen data (passive detection).
+    /// TCP segments carrying already-seen data: forwarded and received ones detected
+    /// passively, those local connections sent counted by their sockets.
     pub tcp_retransmits: i64,
     /// tcp_retransmits / tcp_segments.
     pub tcp_retrans_ratio: f64,

@@ -335,13 +335,21 @@ impl Observation<'_> {
             }
         };
         let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
-        // Flows, and the local connections' segments counted per interface.
+        // Flows, and the local connections' segments counted per interface. What those
+        // connections sent again their sockets counted (the local path checks only what
+        // it receives); they count where the local path took what they sent.
         let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum::<u64>()
             + counters.ingress.local_tcp_segments
             + counters.egress.local_tcp_segments;
+        let sent_again = if counters.egress.local_tcp_segments > 0 {
+            super::flows::retransmits_through(self.sockets.unwrap_or_default(), self.me.index)
+        } else {
+            0
+        };
         let tcp_retransmits: u64 = tcp.iter().map(|f| u64::from(f.retransmits)).sum::<u64>()
             + counters.ingress.local_tcp_retransmits
-            + counters.egress.local_tcp_retransmits;
+            + counters.egress.local_tcp_retransmits
+            + sent_again;
         let traffic = TrafficFacts {
             duration_s: self.elapsed.as_secs_f64(),
             rx_segments: to_i64(counters.ingress.segments),

@@ -43,8 +43,10 @@ pub struct DirCounters {
     /// Of `segments`, those of this host's own TCP connections that took the local path
     /// (no flow record: socket telemetry describes those connections).
     pub local_tcp_segments: u64,
-    /// Of those, segments carrying data seen before (retransmitted or reordered); a count
-    /// that can miss some when many connections collide, never invents any.
+    /// Of those, received segments carrying data seen before (retransmitted or reordered);
+    /// a count that can miss some when many connections collide, never invents any. Always 0
+    /// on egress: a sent segment's retransmissions are counted by its socket (socket
+    /// telemetry's `retransmits`), not by the data plane.
     pub local_tcp_retransmits: u64,
     /// The largest of those segments (IP length); after [`DirCounters::since`], the
     /// largest within the window, 0 when the window's were all smaller than an earlier one

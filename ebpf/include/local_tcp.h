@@ -15,7 +15,7 @@
  * this host receives: its sender's retransmissions are counted by no local socket. A sent
  * one does not: its socket counts its retransmissions exactly (sockets.bpf.c), and the
  * agent adds those of the sockets on the interface to the ratio. Leaving the check out of
- * nd_tc_egress made it 8-15 ns cheaper per run under traffic (docs/performance.md).
+ * nd_tc_egress made it 11-14 ns cheaper per run under traffic (docs/performance.md).
  *
  * Which segments are local, decided from the packet and never guessed:
  * - egress: skb->sk is set and its local port is the segment's source port. Forwarded and

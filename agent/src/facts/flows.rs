@@ -64,15 +64,6 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
         .collect()
 }
 
-/// Segments the local TCP connections through interface `ifindex` retransmitted in the
-/// window, as their sockets counted them.
-pub fn retransmits_through(rows: &[SocketRow], ifindex: u32) -> u64 {
-    rows.iter()
-        .filter(|r| r.socket.ifindex == ifindex)
-        .map(|r| r.retransmits)
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -334,15 +334,23 @@ impl Observation<'_> {
                 i64::from(self.me.mtu) - 60
             }
         };
+        let flows = self
+            .sockets
+            .map(|rows| super::flows::flow_facts(rows, self.me.index))
+            .unwrap_or_default();
         let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
-        // Flows, and the local connections' segments counted per interface. What those
-        // connections sent again their sockets counted (the local path checks only what
-        // it receives); they count where the local path took what they sent.
+        // Flow records, and the local connections' segments counted per interface. What
+        // those connections sent again their sockets counted (`flows`, one per socket
+        // through the interface: the local path checks only what it receives); they count
+        // where the local path took what they sent.
         let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum::<u64>()
             + counters.ingress.local_tcp_segments
             + counters.egress.local_tcp_segments;
         let sent_again = if counters.egress.local_tcp_segments > 0 {
-            super::flows::retransmits_through(self.sockets.unwrap_or_default(), self.me.index)
+            flows
+                .iter()
+                .map(|f| u64::try_from(f.retransmits).unwrap_or(0))
+                .sum()
         } else {
             0
         };
@@ -381,11 +389,6 @@ impl Observation<'_> {
             flow_evictions: to_i64(self.window.flow_table.evictions),
             flow_table_capacity: to_i64(self.window.flow_table.capacity),
         };
-
-        let flows = self
-            .sockets
-            .map(|rows| super::flows::flow_facts(rows, self.me.index))
-            .unwrap_or_default();
 
         let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
         for d in drops::delta(&self.start.drops, &self.end.drops)

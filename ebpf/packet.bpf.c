@@ -311,16 +311,15 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 
 	if (!ifs)
 		return; /* not an interface the agent watches */
+	/* The interface's setting rather than a program setting: it lies in the line just
+	 * loaded, where a setting is one more cache line per packet. */
+	if (ifs->local_tcp && local_tcp_account(skb, ifs, ifindex, dir))
+		return;
 	struct nd_meta m;
 	struct nd_pkt p;
 
 	skb_meta(skb, ifindex, dir, ifs->link, &m);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
-
-	/* The interface's setting rather than a program setting: it lies in the line just
-	 * loaded, where a setting is one more cache line per packet. */
-	if (ifs->local_tcp && local_tcp_account(skb, data, data_end, ifs, &m))
-		return;
 	if ((!stages_only && fast_account(data, data_end, ifs, &m, &p)) ||
 	    slow_result(nd_slow_skb(skb, dir), &p))
 		flow_record(&p);

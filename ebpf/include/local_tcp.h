@@ -154,14 +154,14 @@ static __always_inline __u32 local_seq_check(struct nd_iface_dir *ifs, __u32 h, 
 
 /* Takes the packet when it is a non-SYN TCP segment of a local connection (see above) and
  * counts it; returns 1 then, else 0 having counted nothing. Inline: on the hot path. */
-static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, void *data_end,
-					     struct nd_iface_dir *ifs, const struct nd_meta *m)
+static __always_inline int local_tcp_account(struct __sk_buff *skb, struct nd_iface_dir *ifs,
+					     __u32 ifindex, __u32 dir)
 {
 	struct bpf_sock *sk = NULL;
 	const struct nd_local_addrs *a = NULL;
 
 	/* The cheapest test first: forwarded and bridged traffic leaves here. */
-	if (m->dir == ND_DIR_EGRESS) {
+	if (dir == ND_DIR_EGRESS) {
 		sk = skb->sk;
 		if (!sk)
 			return 0;
@@ -175,8 +175,9 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, 
 			return 0;
 	}
 
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	void *pos = data;
-	__u8 version = plain_l3(data, data_end, m->link, &pos);
+	__u8 version = plain_l3(data, data_end, ifs->link, &pos);
 
 	__u32 ip_field, hdr_len, h;
 	__u8 df;
@@ -222,10 +223,23 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, void *data, 
 	if (th->doff < 5 || (((__u8 *)th)[13] & TCP_FLAG_SYN))
 		return 0;
 
+	/* The packet's meta is read only now, for a local segment: read before the lookup of
+	 * local_addrs (a helper call to clang, which clobbers r1-r5), its fields went to the
+	 * stack and back (in side-by-side runs ~3 ns per received segment together with the
+	 * lengths below and the size buckets' table, docs/performance.md). */
+	struct nd_meta meta;
+	const struct nd_meta *m = &meta;
+
+	skb_meta(skb, ifindex, dir, ifs->link, &meta);
+
 	struct nd_dir_stats *ds = &ifs->s;
 	__u32 l4_hdr = th->doff * 4;
-	__u32 ip_len = ip_len_of(m, pos - data, ip_field, hdr_len);
-	__u32 l4_len = ip_len > hdr_len ? ip_len - hdr_len : 0;
+	/* ip_len_of() (meta.h) in fewer instructions: the bounds checks above put a whole TCP
+	 * header in the linear area, so the frame from the network header holds at least
+	 * hdr_len + 20 bytes, and one unsigned comparison tests hdr_len <= field < frame. */
+	__u32 frame_l3 = m->len - (__u32)(pos - data);
+	__u32 ip_len = ip_field - hdr_len < frame_l3 - hdr_len ? ip_field : frame_l3;
+	__u32 l4_len = ip_len - hdr_len;
 	__u32 payload = l4_len > l4_hdr ? l4_len - l4_hdr : 0;
 	__u32 seg_len;
 	__u32 segs;

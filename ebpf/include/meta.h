@@ -78,7 +78,8 @@ struct nd_l4 {
  * headers and the frame size: the IP length field lies for GSO super-packets above 64 KiB
  * (BIG TCP writes 0) and Ethernet padding inflates the frame size of tiny packets, so the
  * smaller of the two when both are sane. Both parsers (the stages and the fast path) use
- * it, so that they account the same length. */
+ * it, so that they account the same length; the local path (local_tcp.h) computes the same
+ * with what its bounds checks have established. */
 static __always_inline __u32 ip_len_of(const struct nd_meta *m, __u32 l3_off, __u32 field,
 				       __u32 hdr_len)
 {

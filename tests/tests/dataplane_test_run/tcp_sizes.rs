@@ -204,9 +204,20 @@ fn size_histogram_bucket_boundaries(dp: &Dataplane<'_>) -> Result<()> {
                 want[idx] += 1;
             }
         }
-        // Smallest UDP datagram and an IPv6 pair around 1420.
+        // Smallest UDP datagram; the ends of size_bucket()'s table (1291-1500), whose
+        // neighbours 1290 and 1501 take the sum of comparisons.
         e.ip(&udp4_of_ip_len(28, 28), 28, (pkt::UDP, A, 28, B, 7000))?;
         want[0] += 1;
+        for len in [1290u32, 1291, 1299, 1300, 1499] {
+            let sport = 20_000 + len as u16;
+            e.ip(
+                &udp4_of_ip_len(sport, len as usize),
+                len,
+                (pkt::UDP, A, sport, B, 7000),
+            )?;
+            want[bucket(len)] += 1;
+        }
+        // An IPv6 pair around 1420.
         for (len, idx) in [(1420usize, 3usize), (1421, 4)] {
             let frame = pkt::v6(pkt::UDP, &pkt::udp(len as u16, 7000, &vec![0u8; len - 48]));
             e.ip(&frame, len as u32, (pkt::UDP, A6, len as u16, B6, 7000))?;

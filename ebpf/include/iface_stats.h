@@ -149,7 +149,7 @@ static __always_inline __u32 size_bucket_sum(__u32 len)
 	 ND_BK_AT(12) | ND_BK_AT(13) | ND_BK_AT(14) | ND_BK_AT(15) | ND_BK_AT(16) |             \
 	 ND_BK_AT(17) | ND_BK_AT(18) | ND_BK_AT(19) | ND_BK_AT(20))
 _Static_assert(ND_SIZE_BOUND_1 < ND_BK_LO && ND_SIZE_BOUND_8 >= ND_BK_LO + 10 * ND_BK_TENS - 1,
-	       "bounds 0, 1 and 8 lie outside the table's lengths (always below, never below)");
+	       "bounds 0 and 1 lie below the table's lengths, bound 8 at or above them");
 _Static_assert(ND_SIZE_BOUND_2 % 10 == 0 && ND_SIZE_BOUND_3 % 10 == 0 &&
 		       ND_SIZE_BOUND_4 % 10 == 0 && ND_SIZE_BOUND_5 % 10 == 0 &&
 		       ND_SIZE_BOUND_6 % 10 == 0 && ND_SIZE_BOUND_7 % 10 == 0,

@@ -234,12 +234,8 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, struct nd_if
 
 	struct nd_dir_stats *ds = &ifs->s;
 	__u32 l4_hdr = th->doff * 4;
-	/* ip_len_of() (meta.h) in fewer instructions: the bounds checks above put a whole TCP
-	 * header in the linear area, so the frame from the network header holds at least
-	 * hdr_len + 20 bytes, and one unsigned comparison tests hdr_len <= field < frame. */
-	__u32 frame_l3 = m->len - (__u32)(pos - data);
-	__u32 ip_len = ip_field - hdr_len < frame_l3 - hdr_len ? ip_field : frame_l3;
-	__u32 l4_len = ip_len - hdr_len;
+	__u32 ip_len = ip_len_of(m, pos - data, ip_field, hdr_len);
+	__u32 l4_len = ip_len - hdr_len; /* ip_len_of() returns at least hdr_len here */
 	__u32 payload = l4_len > l4_hdr ? l4_len - l4_hdr : 0;
 	__u32 seg_len;
 	__u32 segs;

@@ -77,15 +77,18 @@ struct nd_l4 {
  * field says `field` (0 for none) and whose headers take `hdr_len`. Lengths come from the
  * headers and the frame size: the IP length field lies for GSO super-packets above 64 KiB
  * (BIG TCP writes 0) and Ethernet padding inflates the frame size of tiny packets, so the
- * smaller of the two when both are sane. Both parsers (the stages and the fast path) use
- * it, so that they account the same length; the local path (local_tcp.h) computes the same
- * with what its bounds checks have established. */
+ * smaller of the two when both are sane. Every parser (the stages, the fast path and the
+ * local path) uses it, so that they account the same length. */
 static __always_inline __u32 ip_len_of(const struct nd_meta *m, __u32 l3_off, __u32 field,
 				       __u32 hdr_len)
 {
-	__u32 frame_l3 = m->len > l3_off ? m->len - l3_off : 0;
+	/* Every caller has bounds-checked the network header (hdr_len bytes from l3_off) in
+	 * the linear area, and m->len counts at least that area, so the frame from l3_off holds
+	 * hdr_len bytes or more: no underflow, and one unsigned comparison tests
+	 * hdr_len <= field < frame_l3 (clang made the two-sided test branches and spills). */
+	__u32 frame_l3 = m->len - l3_off;
 
-	return (field >= hdr_len && field < frame_l3) ? field : frame_l3;
+	return field - hdr_len < frame_l3 - hdr_len ? field : frame_l3;
 }
 
 /* This packet's meta on XDP: no GSO metadata there. */

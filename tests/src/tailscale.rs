@@ -46,6 +46,10 @@ const IFNAME_PREFIX: &str = "ndts";
 /// Joining, the first packet and the direct path each take a second or two; a loaded CI
 /// machine needs more.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long both ends must keep a path before a test relies on it: tailscaled rebinds when
+/// its own interface gets its addresses, which can come just after the first direct packet,
+/// and then relays through DERP for a few seconds until disco finds the direct path again.
+const PATH_STABLE: Duration = Duration::from_secs(3);
 
 /// The lab's programs.
 #[derive(Debug, Clone)]
@@ -321,22 +325,37 @@ impl TailscaleMesh {
         }
     }
 
-    /// Waits until a reports its path to b as `direct` (its CurAddr) or relayed by DERP,
-    /// pinging b meanwhile; returns b's entry of a's status.
+    /// Waits until a's path to b and b's to a are both `direct` (their CurAddr) or both
+    /// relayed by DERP, and have stayed so for [`PATH_STABLE`], pinging b meanwhile; returns
+    /// b's entry of a's status.
     pub fn wait_for_path(&self, direct: bool) -> Result<Value> {
         let b_ip = self.tailscale_ip_of_b()?;
         let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            let status = self.a.status(&self.ns_a)?;
-            let p = peer(&status, self.b.host).cloned().unwrap_or(Value::Null);
+        let on_path = |p: &Value| {
             let cur = p["CurAddr"].as_str().unwrap_or_default();
             let relay = p["Relay"].as_str().unwrap_or_default();
-            if (direct && !cur.is_empty()) || (!direct && cur.is_empty() && relay == DERP_REGION) {
-                return Ok(p);
+            (direct && !cur.is_empty()) || (!direct && cur.is_empty() && relay == DERP_REGION)
+        };
+        let mut since: Option<Instant> = None;
+        loop {
+            let a_to_b = peer(&self.a.status(&self.ns_a)?, self.b.host)
+                .cloned()
+                .unwrap_or(Value::Null);
+            let b_to_a = peer(&self.b.status(&self.ns_b)?, self.a.host)
+                .cloned()
+                .unwrap_or(Value::Null);
+            if on_path(&a_to_b) && on_path(&b_to_a) {
+                let first = *since.get_or_insert_with(Instant::now);
+                if first.elapsed() >= PATH_STABLE {
+                    return Ok(a_to_b);
+                }
+            } else {
+                since = None;
             }
             ensure!(
                 Instant::now() < deadline,
-                "a's path to b is not {}: {p}\n{}",
+                "the path between a and b is not {} for {PATH_STABLE:?}: a's view {a_to_b}, \
+                 b's view {b_to_a}\n{}",
                 if direct { "direct" } else { "DERP" },
                 self.logs()
             );
@@ -344,6 +363,7 @@ impl TailscaleMesh {
             let _ = self
                 .a
                 .cli(&self.ns_a, &["ping", "-c", "1", "--timeout=1s", &b_ip]);
+            std::thread::sleep(Duration::from_millis(250));
         }
     }
 

@@ -89,7 +89,7 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 	}
 
 	__u32 ip_len = ip_len_of(m, pos - data, ip_field, hdr_len);
-	__u32 l4_len = ip_len > hdr_len ? ip_len - hdr_len : 0;
+	__u32 l4_len = ip_len - hdr_len; /* ip_len_of() returns at least hdr_len */
 	__u32 l4_hdr;
 	__u16 sport, dport;
 

@@ -164,12 +164,24 @@ impl Variant {
             }
         }
         let obj = open.load().with_context(|| format!("loading {path}"))?;
-        // struct nd_iface_dir: owner, MTU, link (Ethernet: 0), local_tcp on.
+        // struct nd_iface_dir: owner, MTU, link (Ethernet: 0), local_tcp on, at the offsets
+        // and sizes the object's BTF gives, so that variants whose header differs compare.
         if let Some(stats) = obj.maps().find(|m| m.name() == "iface_stats") {
             let mut v = vec![0u8; stats.value_size() as usize];
-            v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
-            v[4..8].copy_from_slice(&1500u32.to_ne_bytes());
-            v[9] = 1;
+            let header = iface_header(&obj)?;
+            let put = |v: &mut [u8], field: &str, bytes: &[u8]| -> Result<()> {
+                let (off, size) = *header
+                    .get(field)
+                    .with_context(|| format!("{path}: nd_iface_dir has no {field}"))?;
+                let value = bytes
+                    .get(..size)
+                    .with_context(|| format!("{path}: {field} is wider than its value"))?;
+                v[off..off + size].copy_from_slice(value);
+                Ok(())
+            };
+            put(&mut v, "ifindex", &ifindex.to_ne_bytes())?;
+            put(&mut v, "mtu", &1500u32.to_ne_bytes())?;
+            put(&mut v, "local_tcp", &[1])?;
             for cpu in 0..ncpu {
                 for dir in 0..2 {
                     let key = (cpu * 256 + ifindex % 256) * 2 + dir;
@@ -198,6 +210,33 @@ impl Variant {
             .map(|p| p.as_fd().as_raw_fd())
             .with_context(|| format!("{}: no program {name}", self.path))
     }
+}
+
+/// Offset and size of each field of `struct nd_iface_dir`'s header (up to its counters),
+/// from the object's BTF: the layout differs between variants. A field's size is the
+/// distance to the next (the header has no implicit padding, packet.h).
+fn iface_header(
+    obj: &libbpf_rs::Object,
+) -> Result<std::collections::HashMap<String, (usize, usize)>> {
+    use libbpf_rs::btf::types::{MemberAttr, Struct};
+    let btf = obj.btf()?.context("the object has no BTF")?;
+    let dir: Struct<'_> = btf
+        .type_by_name("nd_iface_dir")
+        .context("no struct nd_iface_dir in the object's BTF")?;
+    let mut fields: Vec<(String, usize)> = dir
+        .iter()
+        .filter_map(|m| match (m.name, m.attr) {
+            (Some(name), MemberAttr::Normal { offset }) => {
+                Some((name.to_string_lossy().into_owned(), offset as usize / 8))
+            }
+            _ => None,
+        })
+        .collect();
+    fields.sort_by_key(|f| f.1);
+    Ok(fields
+        .windows(2)
+        .map(|w| (w[0].0.clone(), (w[0].1, w[1].1 - w[0].1)))
+        .collect())
 }
 
 /// The variants' paths from `ND_OBJS`; `None` (after saying so) when it is not set.

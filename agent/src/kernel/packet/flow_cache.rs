@@ -200,22 +200,37 @@ pub(crate) fn merged_flows(
     }
 }
 
-/// Adds the used slots to the table's entries (flows only in slots become records).
+/// Adds the used slots to the table's entries, in place (flows only in slots become
+/// records). The slots are few (at most `SLOTS_PER_CPU` per CPU) and the table up to
+/// millions of entries, so the slots are indexed, by their key's bytes, and the table is
+/// walked once: no copy of it, no allocation per entry.
 pub(crate) fn merge<'a>(
-    table: Vec<(nd_flow_key, nd_flow_stats)>,
+    mut table: Vec<(nd_flow_key, nd_flow_stats)>,
     slots: impl Iterator<Item = &'a nd_flow_slot>,
 ) -> Vec<(nd_flow_key, nd_flow_stats)> {
-    let mut flows: HashMap<Vec<u8>, (nd_flow_key, nd_flow_stats)> = table
-        .into_iter()
-        .map(|(k, v)| (encode(&k).to_vec(), (k, v)))
-        .collect();
+    // A flow has at most one slot per CPU.
+    let mut cached: HashMap<&[u8], Vec<&nd_flow_slot>> = HashMap::new();
     for s in slots.filter(|s| s.used != 0) {
-        let (_, v) = flows
-            .entry(encode(&s.key).to_vec())
-            .or_insert_with(|| (s.key, nd_flow_stats::default()));
-        add_slot(v, s);
+        cached.entry(encode(&s.key)).or_default().push(s);
     }
-    flows.into_values().collect()
+    if cached.is_empty() {
+        return table;
+    }
+    for (k, v) in &mut table {
+        for s in cached.remove(encode(k)).unwrap_or_default() {
+            add_slot(v, s);
+        }
+    }
+    for held in cached.into_values() {
+        let mut v = nd_flow_stats::default();
+        for s in &held {
+            add_slot(&mut v, s);
+        }
+        if let Some(first) = held.first() {
+            table.push((first.key, v));
+        }
+    }
+    table
 }
 
 /// `v` (a table entry, or zero for a flow the table lacks) plus one slot.
@@ -295,6 +310,8 @@ mod tests {
             slot(key(1), 3, 600, 900),
             slot(key(1), 4, 400, 700),
             slot(key(2), 7, 1000, 1100),
+            // The same flow in another CPU's slot, and in no table entry.
+            slot(key(2), 2, 900, 1200),
             nd_flow_slot {
                 used: 0,
                 ..slot(key(3), 9, 1, 2)
@@ -314,7 +331,7 @@ mod tests {
         let (_, b) = out[1];
         assert_eq!(
             (b.packets, b.bytes, b.first_ns, b.last_ns),
-            (7, 700, 1000, 1100)
+            (9, 900, 900, 1200)
         );
         assert_eq!((b.syn_mss, b.max_seg, b.tcp_flags), (0, 900, 0x10));
     }

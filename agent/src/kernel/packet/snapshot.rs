@@ -187,7 +187,8 @@ fn run_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
 
 /// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile:
 /// in batches of [`BATCH`] entries per system call where the kernel supports it (Linux
-/// 5.6), else one key at a time (two system calls per entry).
+/// 5.6), else one key at a time (two system calls per entry). Each entry is converted as it
+/// arrives, so a table of a million flows is held once, converted, and never as raw bytes.
 fn read_all<K, V, T>(
     map: &impl MapCore,
     name: &'static str,
@@ -198,34 +199,36 @@ where
     V: plain::Plain + Default,
 {
     let err = |source| Error::Map { map: name, source };
-    let entries = match read_batched(map) {
-        Ok(entries) => entries,
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<T>, k: &[u8], v: &[u8]| {
+        if let (Some(k), Some(v)) = (decode::<K>(k), decode::<V>(v)) {
+            out.push(convert(&k, &v));
+        }
+    };
+    match read_batched(map, &mut |k, v| push(&mut out, k, v)) {
+        Ok(()) => {}
         // EINVAL: a kernel before batch operations; ENOTSUPP (524, the kernel's own): a map
-        // type without them.
+        // type without them. Read again one key at a time, from the start.
         Err(e)
             if matches!(
                 e.raw_os_error(),
                 Some(libc::EINVAL | libc::EOPNOTSUPP | 524)
             ) =>
         {
-            read_one_by_one(map).map_err(err)?
+            out.clear();
+            read_one_by_one(map, &mut |k, v| push(&mut out, k, v)).map_err(err)?
         }
         Err(e) => return Err(err(libbpf_rs::Error::from(e))),
-    };
-    Ok(entries
-        .iter()
-        .filter_map(|(k, v)| Some(convert(&decode::<K>(k)?, &decode::<V>(v)?)))
-        .collect())
+    }
+    Ok(out)
 }
 
 /// Entries per batch: a hash map's batch must hold its fullest bucket, which 4,096 does
 /// with a wide margin.
 const BATCH: u32 = 4096;
 
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// Every entry through `BPF_MAP_LOOKUP_BATCH`.
-fn read_batched(map: &impl MapCore) -> std::io::Result<Entries> {
+/// Every entry through `BPF_MAP_LOOKUP_BATCH`, handed to `entry` as (key, value) bytes.
+fn read_batched(map: &impl MapCore, entry: &mut impl FnMut(&[u8], &[u8])) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let (key_size, value_size) = (map.key_size() as usize, map.value_size() as usize);
     let mut keys = vec![0u8; key_size * BATCH as usize];
@@ -236,7 +239,6 @@ fn read_batched(map: &impl MapCore) -> std::io::Result<Entries> {
         sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
         ..Default::default()
     };
-    let mut out = Vec::new();
     loop {
         let mut count = BATCH;
         let prev = in_batch
@@ -262,26 +264,29 @@ fn read_batched(map: &impl MapCore) -> std::io::Result<Entries> {
             e => return Err(std::io::Error::from_raw_os_error(-e)),
         };
         let n = (count as usize).min(BATCH as usize);
-        out.extend((0..n).map(|i| {
-            (
-                keys[i * key_size..(i + 1) * key_size].to_vec(),
-                values[i * value_size..(i + 1) * value_size].to_vec(),
-            )
-        }));
+        for (k, v) in keys
+            .chunks_exact(key_size)
+            .zip(values.chunks_exact(value_size))
+            .take(n)
+        {
+            entry(k, v);
+        }
         if done {
-            return Ok(out);
+            return Ok(());
         }
         in_batch = Some(out_batch.clone());
     }
 }
 
 /// Every entry, one key at a time.
-fn read_one_by_one(map: &impl MapCore) -> libbpf_rs::Result<Entries> {
-    let mut out = Vec::new();
+fn read_one_by_one(
+    map: &impl MapCore,
+    entry: &mut impl FnMut(&[u8], &[u8]),
+) -> libbpf_rs::Result<()> {
     for key in map.keys() {
         if let Some(value) = map.lookup(&key, MapFlags::ANY)? {
-            out.push((key, value));
+            entry(&key, &value);
         }
     }
-    Ok(out)
+    Ok(())
 }

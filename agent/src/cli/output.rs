@@ -227,6 +227,12 @@ pub(super) fn print_flows(r: &FlowsReport) {
             println!("{t}");
         }
     }
+    if r.close_events_lost > 0 {
+        println!(
+            "{}",
+            crate::kernel::sockets::lost_closes_note(r.close_events_lost)
+        );
+    }
 
     if !r.tunnels.is_empty() {
         println!("\nTunnel traffic on this interface (outer packets):");

@@ -194,7 +194,7 @@ pub async fn diagnose(
         .map(SocketProbes::lost_events)
         .filter(|l| *l > 0)
     {
-        notes.push(format!("{lost} connection-close events were lost (ring buffer full): short connections may be missing"));
+        notes.push(crate::kernel::sockets::lost_closes_note(lost));
     }
     // The data plane's window closes before the peers' state is read, so a handshake
     // response it counted is already in that state.

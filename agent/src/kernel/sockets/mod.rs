@@ -252,6 +252,13 @@ impl<'obj> SocketProbes<'obj> {
     }
 }
 
+/// What a report says when `lost` close events did not fit the ring buffer.
+pub fn lost_closes_note(lost: u64) -> String {
+    format!(
+        "{lost} connection-close events were lost (ring buffer full): short connections may be missing"
+    )
+}
+
 /// The ring of close events, with a callback that keeps the events of namespace `netns`
 /// in `closed`. The ring buffer maps the ring itself and needs nothing borrowed once built.
 fn close_ring(

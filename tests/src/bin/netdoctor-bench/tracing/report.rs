@@ -108,7 +108,7 @@ impl Tracing {
         }
         if let Some(lost) = self.sock_events_lost {
             println!(
-                "  netdoctor flows: {lost} close events did not fit its ring buffer (bss sock_events_lost; not in its report)"
+                "  netdoctor flows: {lost} close events did not fit its ring buffer (its .bss counter sock_events_lost; its report says so too)"
             );
         }
         if let Some((all, nf)) = self.drops_reported {

@@ -4,7 +4,7 @@
 
 use std::io::ErrorKind;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::bpf::test_run::XDP_PASS;
@@ -13,8 +13,8 @@ use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::expect::Expect;
 use crate::harness::{
-    counters, direction, is_tc, kernel_rejects, pass_code, run, run_cases, test_run, zero_dir, A,
-    B, ETHER_1500, LO, PROGRAMS, UNWATCHED_PROBE_IFINDEX,
+    counters, direction, is_tc, kernel_rejects, pass_code, pin, run, run_cases, test_run, two_cpus,
+    unpin, zero_dir, A, B, ETHER_1500, LO, PROGRAMS, UNWATCHED_PROBE_IFINDEX,
 };
 
 /// Test runs report the loopback (ifindex 1) in every hook: watching ifindex 1 moves its
@@ -250,8 +250,53 @@ fn every_program_passes_every_crafted_packet(dp: &Dataplane<'_>) -> Result<()> {
     }
 }
 
+/// Watching an interface again (the agent does when its MTU changes) while its packets are
+/// counted loses none of them: only the slot's header is written, never the whole value the
+/// programs count into (a counter that went back would read as a slot watched afresh). The
+/// packets run on CPU 1 while this thread, on CPU 0, watches again and again.
+fn watching_again_loses_no_count(dp: &Dataplane<'_>) -> Result<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    if !two_cpus() {
+        ci::skip("watching again while counting needs CPUs 0 and 1 at once");
+        return Ok(());
+    }
+    let fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
+    let frame = pkt::v4(pkt::UDP, &pkt::udp(40000, 9999, &[0u8; 100]));
+    let (calls, repeat) = (400u64, 1000u32);
+    let runner = std::thread::spawn(move || -> Result<()> {
+        pin(1)?;
+        for _ in 0..calls {
+            netdoctor_lab::bpf::test_run::test_run(fd, &frame, None, repeat)?;
+        }
+        Ok(())
+    });
+    pin(0)?;
+    let mut watches = 0u32;
+    while !runner.is_finished() {
+        let mtu = if watches % 2 == 0 { 1400 } else { 1500 };
+        dp.watch(LO, mtu, LinkType::Ether)?;
+        watches += 1;
+    }
+    unpin()?;
+    runner
+        .join()
+        .map_err(|_| anyhow::anyhow!("the test-run thread panicked"))?
+        .context("test runs")?;
+    let counted = counters(dp)?.ingress.packets;
+    let sent = calls * u64::from(repeat);
+    ensure!(
+        counted == sent,
+        "{counted} of {sent} packets counted across {watches} watches"
+    );
+    ensure!(
+        watches >= 10,
+        "only {watches} watches overlapped the packets"
+    );
+    Ok(())
+}
+
 /// Which ifindex and direction each hook reports; unwatched interfaces; refused inputs;
-/// the verdict of every program on every crafted input.
+/// the verdict of every program on every crafted input; watching again while counting.
 #[test]
 fn hooks_verdicts_and_refused_inputs() -> Result<()> {
     if !ci::lab_ready(&[]) {
@@ -284,6 +329,11 @@ fn hooks_verdicts_and_refused_inputs() -> Result<()> {
                 "every_program_passes_every_crafted_packet",
                 ETHER_1500,
                 every_program_passes_every_crafted_packet,
+            ),
+            (
+                "watching_again_loses_no_count",
+                ETHER_1500,
+                watching_again_loses_no_count,
             ),
         ],
     )

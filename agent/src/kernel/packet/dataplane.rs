@@ -15,6 +15,7 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_table;
 use crate::kernel::packet::local_tcp::{self, LocalTcp};
+use crate::kernel::packet::mapped::Mapped;
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
 /// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
@@ -189,7 +190,10 @@ impl<'obj> Dataplane<'obj> {
         let link = u8::from(link == LinkType::RawIp);
         let local_tcp = u8::from(local_tcp::enabled(&self.options));
         let slot = match slots.get(&index) {
-            Some(slot) => *slot,
+            // A live slot: the programs count into it, so only its header is written, in
+            // place (rewriting the whole value would lose what they count meanwhile, and
+            // a counter that goes back reads as a slot watched afresh).
+            Some(slot) => return self.write_header(*slot, mtu, link, local_tcp),
             None => {
                 // The programs look for an interface's counters in slot
                 // ifindex % MAX_IFACES first, so that one is taken if free.
@@ -248,7 +252,29 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
-    /// Rewrites `slot`'s counters, both directions on every CPU, through `change`.
+    /// Writes MTU, link and local_tcp into `slot`'s header, both directions on every CPU,
+    /// through a mapping of the counters: nothing else of the values changes.
+    fn write_header(&self, slot: u32, mtu: u32, link: u8, local_tcp: u8) -> Result<()> {
+        let map = &self.skel.maps.iface_stats;
+        let values = Mapped::map(map, true).map_err(|e| Error::Map {
+            map: "iface_stats",
+            source: libbpf_rs::Error::from(e),
+        })?;
+        for (key, _) in self.counter_keys(slot) {
+            let index = u32::from_ne_bytes(key) as usize;
+            values.store_u32(index, std::mem::offset_of!(nd_iface_dir, mtu), mtu);
+            values.store_u8(index, std::mem::offset_of!(nd_iface_dir, link), link);
+            values.store_u8(
+                index,
+                std::mem::offset_of!(nd_iface_dir, local_tcp),
+                local_tcp,
+            );
+        }
+        Ok(())
+    }
+
+    /// Rewrites `slot`'s counters, both directions on every CPU, through `change`: only for
+    /// a slot no program counts into (not yet, or no longer, owned by an interface).
     fn write_counters(
         &self,
         slot: u32,

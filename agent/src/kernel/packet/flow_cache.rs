@@ -20,12 +20,11 @@
 //! used: it can miss such counts, and the next read has them.
 
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
-use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, Ordering};
 
 use libbpf_rs::MapCore;
 
+use super::mapped::Mapped;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{decode, encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
 
@@ -47,27 +46,9 @@ const SLOT_COPIES: usize = 1000;
 const _: () = assert!(std::mem::size_of::<nd_flow_slot>() == SLOT_BYTES);
 
 /// The `flow_cache` array mapped read-only into this process.
+#[derive(Debug)]
 pub(crate) struct SlotView {
-    base: NonNull<u8>,
-    len: usize,
-    slots: usize,
-}
-
-impl std::fmt::Debug for SlotView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotView")
-            .field("slots", &self.slots)
-            .finish()
-    }
-}
-
-impl Drop for SlotView {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` are exactly the mapping `map` created, unmapped once here.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.len);
-        }
-    }
+    slots: Mapped,
 }
 
 /// A copy of one slot, if it was not torn by a concurrent retirement.
@@ -86,46 +67,9 @@ impl SlotView {
                 map.value_size()
             ))));
         }
-        let slots = map.max_entries() as usize;
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let len = (slots * SLOT_BYTES).div_ceil(page) * page;
-        // SAFETY: a fresh shared read-only mapping of the map's whole (page-rounded) value
-        // area, which is what the kernel allows for a mappable array; the descriptor is valid
-        // for the call, and the mapping keeps the map alive until `munmap`.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(err(std::io::Error::last_os_error()));
-        }
-        let base = NonNull::new(ptr.cast::<u8>())
-            .ok_or_else(|| err(std::io::Error::other("mmap returned NULL")))?;
-        Ok(SlotView { base, len, slots })
-    }
-
-    /// Word `w` of slot `i` (`i < slots`, `w < SLOT_WORDS`).
-    fn word(&self, i: usize, w: usize) -> &AtomicU64 {
-        debug_assert!(i < self.slots && w < SLOT_WORDS);
-        // SAFETY: the offset lies inside the mapping (i < slots, w < SLOT_WORDS), which is
-        // page-aligned, so the address is 8-byte aligned; the mapping lives as long as
-        // `self`. The BPF programs write these words concurrently, which is why they are
-        // read as atomics.
-        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + w * 8).cast()) }
-    }
-
-    /// The 32-bit field at byte `offset` of slot `i` (4-byte aligned, inside the slot).
-    fn field(&self, i: usize, offset: usize) -> &AtomicU32 {
-        debug_assert!(i < self.slots && offset % 4 == 0 && offset + 4 <= SLOT_BYTES);
-        // SAFETY: as in `word`: inside the mapping, 4-byte aligned, written concurrently.
-        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(i * SLOT_BYTES + offset).cast()) }
+        Ok(SlotView {
+            slots: Mapped::map(map, false).map_err(err)?,
+        })
     }
 
     /// Slot `i`, read between its sequence lock's two halves: `gen_begin` first, then every
@@ -135,14 +79,14 @@ impl SlotView {
     /// tear.
     fn copy(&self, i: usize) -> SlotCopy {
         for _ in 0..SLOT_COPIES {
-            let begin = self.field(i, GEN_BEGIN).load(Ordering::Acquire);
+            let begin = self.slots.load_u32(i, GEN_BEGIN, Ordering::Acquire);
             let mut bytes = [0u8; SLOT_BYTES];
             for w in 0..SLOT_WORDS {
-                let v = self.word(i, w).load(Ordering::Acquire);
+                let v = self.slots.load_u64(i, w * 8, Ordering::Acquire);
                 bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_ne_bytes());
             }
             fence(Ordering::Acquire);
-            let end = self.field(i, GEN_END).load(Ordering::Acquire);
+            let end = self.slots.load_u32(i, GEN_END, Ordering::Acquire);
             let mut slot: nd_flow_slot = decode(&bytes)?;
             if begin == end {
                 slot.gen_begin = begin;
@@ -155,12 +99,12 @@ impl SlotView {
     }
 
     fn copy_all(&self) -> Vec<SlotCopy> {
-        (0..self.slots).map(|i| self.copy(i)).collect()
+        (0..self.slots.entries()).map(|i| self.copy(i)).collect()
     }
 
     /// Every slot in use, with its CPU and its index within that CPU's slots.
     pub(crate) fn used(&self) -> Vec<(u32, u32, nd_flow_key, nd_flow_stats)> {
-        (0..self.slots)
+        (0..self.slots.entries())
             .filter_map(|i| {
                 let s = self.copy(i).filter(|s| s.used != 0)?;
                 let mut v = nd_flow_stats::default();

@@ -7,6 +7,7 @@
 //!   [`too_big`]) and the difference of two readings (a window);
 //! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
 //! - [`flow_table`]: the flow table's size, memory and evictions;
+//! - `mapped`: mappable arrays read and written in place (the flow cache, headers);
 //! - [`local_tcp`]: the local path, TCP of this host's own connections counted per
 //!   interface (socket telemetry describes each connection);
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints.
@@ -19,6 +20,7 @@ pub mod flows;
 #[cfg(test)]
 mod limits;
 pub mod local_tcp;
+mod mapped;
 pub mod options;
 pub mod snapshot;
 pub mod too_big;

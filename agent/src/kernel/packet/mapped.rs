@@ -16,6 +16,8 @@ pub(crate) struct Mapped {
     base: NonNull<u8>,
     len: usize,
     value_size: usize,
+    /// Bytes from one value to the next: the kernel rounds values up to 8 bytes.
+    stride: usize,
     entries: usize,
     writable: bool,
 }
@@ -43,9 +45,10 @@ impl Mapped {
     /// created with `BPF_F_MMAPABLE` (the kernel refuses others).
     pub(crate) fn map(map: &impl MapCore, write: bool) -> std::io::Result<Mapped> {
         let (value_size, entries) = (map.value_size() as usize, map.max_entries() as usize);
+        let stride = value_size.next_multiple_of(8);
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let len = (value_size * entries).div_ceil(page).max(1) * page;
+        let len = (stride * entries).div_ceil(page).max(1) * page;
         let prot = if write {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -73,6 +76,7 @@ impl Mapped {
             base,
             len,
             value_size,
+            stride,
             entries,
             writable: write,
         })
@@ -84,17 +88,16 @@ impl Mapped {
     }
 
     /// The address of byte `offset` of value `index`, checked to hold `size` bytes aligned
-    /// to `size` inside the value (a value starts on a page: the kernel aligns mappable
-    /// arrays' values so, and a value size that is a multiple of 8 keeps them aligned).
+    /// to `size` inside the value (the mapping starts on a page and values are 8-byte
+    /// aligned, so the offset within the mapping decides).
     fn at(&self, index: usize, offset: usize, size: usize) -> *mut u8 {
+        let at = index * self.stride + offset;
         assert!(
-            index < self.entries
-                && offset + size <= self.value_size
-                && (index * self.value_size + offset) % size == 0,
+            index < self.entries && offset + size <= self.value_size && at % size == 0,
             "field {offset}+{size} of value {index} outside the mapping or misaligned"
         );
         // SAFETY: inside the mapping (asserted above), which is `len` bytes long.
-        unsafe { self.base.as_ptr().add(index * self.value_size + offset) }
+        unsafe { self.base.as_ptr().add(at) }
     }
 
     /// The 64-bit field at byte `offset` of value `index`.
@@ -123,5 +126,60 @@ impl Mapped {
         assert!(self.writable, "store into a read-only mapping");
         // SAFETY: as in `store_u32`.
         unsafe { AtomicU8::from_ptr(self.at(index, offset, 1)) }.store(value, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::{MapFlags, MapHandle, MapType};
+
+    /// A value size that is not a multiple of 8 (12 bytes): the kernel lays values 16
+    /// bytes apart, and every index must still find the value the map calls its own.
+    #[test]
+    fn values_of_an_odd_size_are_found_at_the_kernels_stride() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this as root: it creates a BPF map"
+            );
+            println!("SKIP: needs root to create a BPF map");
+            return;
+        }
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: libbpf_sys::BPF_F_MMAPABLE,
+            ..Default::default()
+        };
+        let map = MapHandle::create(MapType::Array, Some("nd_mapped_test"), 4, 12, 600, &opts)
+            .expect("create a mappable array");
+        for index in 0..600u32 {
+            let value: Vec<u8> = [index, index + 1_000_000, index + 2_000_000]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect();
+            map.update(&index.to_ne_bytes(), &value, MapFlags::ANY)
+                .expect("update");
+        }
+        let mapped = Mapped::map(&map, true).expect("map the values");
+        for index in 0..600usize {
+            let i = index as u32;
+            assert_eq!(mapped.load_u32(index, 0, Ordering::Relaxed), i);
+            assert_eq!(mapped.load_u32(index, 4, Ordering::Relaxed), i + 1_000_000);
+            assert_eq!(mapped.load_u32(index, 8, Ordering::Relaxed), i + 2_000_000);
+        }
+        mapped.store_u32(599, 4, 7);
+        mapped.store_u8(598, 8, 9);
+        let last = map
+            .lookup(&599u32.to_ne_bytes(), MapFlags::ANY)
+            .expect("lookup")
+            .expect("present");
+        assert_eq!(last[4..8], 7u32.to_ne_bytes());
+        assert_eq!(last[0..4], 599u32.to_ne_bytes(), "a neighbour field kept");
+        let before = map
+            .lookup(&598u32.to_ne_bytes(), MapFlags::ANY)
+            .expect("lookup")
+            .expect("present");
+        assert_eq!(before[8], 9);
     }
 }

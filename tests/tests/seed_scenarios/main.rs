@@ -15,6 +15,7 @@
 //! Needs root, BPF and the lab tools; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
 
+#[path = "../common_mesh/mod.rs"]
 mod common_mesh;
 
 use std::time::Duration;

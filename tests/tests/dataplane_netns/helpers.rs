@@ -1,0 +1,50 @@
+//! What every test reads its report with: addresses, iperf3's port of its data
+//! connection, the one flow matching a predicate, and a tolerance check of counts.
+
+use std::net::IpAddr;
+
+use anyhow::{bail, Context, Result};
+use netdoctor_lab::netdoctor::{Flow, Report};
+use netdoctor_lab::Iperf3Report;
+use serde_json::Value;
+
+pub(crate) fn ip(s: &str) -> Result<IpAddr> {
+    s.parse().with_context(|| format!("bad address {s}"))
+}
+
+/// The local TCP port of iperf3's data connection (`start.connected[0]`),
+/// as iperf3 itself reports it.
+pub(crate) fn iperf3_local_port(r: &Iperf3Report) -> Result<u16> {
+    r.json
+        .pointer("/start/connected/0/local_port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .context("iperf3 JSON has no start.connected[0].local_port")
+}
+
+/// The single flow matching `pred`; errors listing every flow otherwise.
+pub(crate) fn one_flow<'a>(
+    report: &'a Report,
+    what: &str,
+    pred: impl Fn(&Flow) -> bool,
+) -> Result<&'a Flow> {
+    let matching: Vec<&Flow> = report.flows.iter().filter(|f| pred(f)).collect();
+    match matching.as_slice() {
+        [f] => Ok(f),
+        _ => bail!(
+            "expected exactly one flow {what}, found {}; flows:\n{}",
+            matching.len(),
+            report.describe_flows()
+        ),
+    }
+}
+
+/// |measured - expected| <= expected * pct / 100 + abs.
+pub(crate) fn assert_close(what: &str, measured: u64, expected: u64, pct: u64, abs: u64) {
+    let tolerance = expected * pct / 100 + abs;
+    assert!(
+        measured.abs_diff(expected) <= tolerance,
+        "{what}: netdoctor {measured} vs kernel {expected} (difference {} > tolerance {tolerance})",
+        measured.abs_diff(expected)
+    );
+}

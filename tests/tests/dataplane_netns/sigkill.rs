@@ -1,0 +1,225 @@
+//! SIGKILL leaves nothing attached (links); netlink leftovers are swept, and a running
+//! netlink instance is spared.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use netdoctor_lab::attached::{attached, wait_nothing_attached, Attached};
+use netdoctor_lab::netdoctor::{self, Watch};
+use netdoctor_lab::{ci, traffic, PairTopology, PingOpts};
+use nix::sys::signal::Signal;
+
+use crate::helpers::ip;
+
+fn kill9(watch: &mut Watch) -> Result<()> {
+    let process = watch.process_mut();
+    process.signal(Signal::SIGKILL)?;
+    let status = process.wait_timeout(Duration::from_secs(10))?;
+    ensure!(
+        !status.success(),
+        "netdoctor exited normally instead of dying: {status}"
+    );
+    Ok(())
+}
+
+#[test]
+fn sigkill_leaves_no_link_attachment() -> Result<()> {
+    if !ci::lab_ready(&["tc"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    let ifname = PairTopology::IFNAME;
+    assert!(attached(ns, ifname)?.nothing(), "fresh veth has programs");
+
+    // tcx ingress + egress.
+    let mut watch = Watch::start(ns, &["flows", ifname, "--duration", "60s"])?;
+    let state = attached(ns, ifname)?;
+    assert_eq!(
+        state,
+        Attached {
+            tcx_ingress: vec!["nd_tc_ingress".into()],
+            tcx_egress: vec!["nd_tc_egress".into()],
+            ..Attached::default()
+        },
+        "while netdoctor runs"
+    );
+    kill9(&mut watch)?;
+    wait_nothing_attached(ns, &[ifname], Duration::from_secs(3))?;
+
+    // XDP link + tcx egress.
+    let mut watch = Watch::start(
+        ns,
+        &["flows", ifname, "--duration", "60s", "--ingress", "xdp"],
+    )?;
+    let state = attached(ns, ifname)?;
+    assert_eq!(
+        state,
+        Attached {
+            tcx_egress: vec!["nd_tc_egress".into()],
+            xdp: true,
+            ..Attached::default()
+        },
+        "while netdoctor runs with --ingress xdp"
+    );
+    kill9(&mut watch)?;
+    wait_nothing_attached(ns, &[ifname], Duration::from_secs(3))?;
+    Ok(())
+}
+
+#[test]
+fn sigkill_netlink_leftovers_are_swept_at_next_start() -> Result<()> {
+    if !ci::lab_ready(&["tc"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    let ifname = PairTopology::IFNAME;
+
+    // Legacy clsact filters survive SIGKILL: this proves the checks see them.
+    let mut watch = Watch::start(
+        ns,
+        &["flows", ifname, "--duration", "60s", "--attach", "netlink"],
+    )?;
+    let running = attached(ns, ifname)?;
+    assert!(
+        running.tc_ingress.contains("nd_tc_ingress")
+            && running.tc_egress.contains("nd_tc_egress")
+            && running.tcx_ingress.is_empty()
+            && running.tcx_egress.is_empty()
+            && !running.xdp,
+        "--attach netlink while running: {running:#?}"
+    );
+    kill9(&mut watch)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let left = attached(ns, ifname)?;
+    assert_eq!(left, running, "netlink filters must survive SIGKILL");
+
+    // The next start sweeps them; this one attaches netlink XDP + egress
+    // filter, and is killed too.
+    let mut watch = Watch::start(
+        ns,
+        &[
+            "flows",
+            ifname,
+            "--duration",
+            "60s",
+            "--attach",
+            "netlink",
+            "--ingress",
+            "xdp",
+        ],
+    )?;
+    let warning = format!(
+        "removed {} program(s) a previous netdoctor left attached",
+        left.netlink_leftovers()
+    );
+    let stderr = watch.stderr()?;
+    assert!(
+        stderr.contains(&warning),
+        "expected {warning:?} in {stderr}"
+    );
+    let running = attached(ns, ifname)?;
+    assert!(
+        running.xdp
+            && running.tc_ingress.is_empty()
+            && running.tc_egress.contains("nd_tc_egress")
+            && running.tcx_ingress.is_empty()
+            && running.tcx_egress.is_empty(),
+        "--attach netlink --ingress xdp while running: {running:#?}"
+    );
+    kill9(&mut watch)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let left = attached(ns, ifname)?;
+    assert_eq!(left, running, "netlink XDP and filter must survive SIGKILL");
+    assert_eq!(left.netlink_leftovers(), 2);
+
+    // A normal run sweeps, warns, and leaves nothing when it exits.
+    let out = netdoctor::run(
+        Some(ns),
+        &["flows", ifname, "--attach", "netlink", "--duration", "1s"],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let warning = format!(
+        "removed {} program(s) a previous netdoctor left attached",
+        left.netlink_leftovers()
+    );
+    assert!(
+        stderr.contains(&warning),
+        "expected {warning:?} in {stderr}"
+    );
+    let end = attached(ns, ifname)?;
+    assert!(end.nothing(), "after a clean netlink run: {end:#?}");
+    Ok(())
+}
+#[test]
+fn sweep_spares_a_running_netlink_netdoctor() -> Result<()> {
+    if !ci::lab_ready(&["tc", "ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    let ifname = PairTopology::IFNAME;
+    let first = Watch::start(
+        ns,
+        &[
+            "flows",
+            ifname,
+            "--duration",
+            "60s",
+            "--attach",
+            "netlink",
+            "--json",
+        ],
+    )?;
+    let before = attached(ns, ifname)?;
+    assert_eq!(before.netlink_leftovers(), 2, "{before:#?}");
+
+    // A second netdoctor on the same interface while the first still runs:
+    // the first one's filters are in use, not leftovers of a dead process.
+    let out = netdoctor::run(
+        Some(ns),
+        &["flows", ifname, "--duration", "1s"],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let after = attached(ns, ifname)?;
+    let ping = traffic::ping(
+        ns,
+        PairTopology::B_IP,
+        &PingOpts {
+            count: 5,
+            interval_secs: 0.02,
+            ..PingOpts::default()
+        },
+    )?;
+    let report = first.interrupt()?;
+    let a = ip(PairTopology::A_IP)?;
+    let b = ip(PairTopology::B_IP)?;
+    let counted = report
+        .flows
+        .iter()
+        .filter(|f| f.direction == "egress" && f.protocol == 1 && f.src == a && f.dst == b)
+        .map(|f| f.packets)
+        .sum::<u64>();
+    println!(
+        "second run's stderr: {}\nfilters of the running netdoctor after it: {after:#?}\n\
+         the first netdoctor counted {counted} of {} echo requests sent afterwards",
+        stderr.trim(),
+        ping.transmitted
+    );
+    assert!(
+        !stderr.contains("left attached"),
+        "a running netdoctor's filters were swept as leftovers: {stderr}"
+    );
+    assert_eq!(after, before, "the running netdoctor lost its attachments");
+    assert_eq!(
+        counted,
+        u64::from(ping.transmitted),
+        "the running netdoctor stopped counting"
+    );
+    Ok(())
+}

@@ -12,6 +12,8 @@
 //! Needs root, BPF, `tincd`, `fastd`, `iperf3`, `nft`; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
 
+// Shared with other test targets, so it stays beside them in tests/tests/common_mesh/.
+#[path = "../common_mesh/mod.rs"]
 mod common_mesh;
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Shared by `diagnose_tap_mesh.rs` and `seed_scenarios/`: running
+//! Shared by `diagnose_tap_mesh/` and `seed_scenarios/`: running
 //! `netdoctor diagnose IFACE --json` inside a lab namespace, its report checked for the
 //! documented schema and an exit code that follows the worst finding.
 //!

@@ -10,7 +10,8 @@ use crate::report::{expect_evidence, MtuChecks};
 /// The slowest case the field report timed (issue 16 §6): a 5 s observation ending in a
 /// blackhole the probe confirms took 9.5 s when the probe ran after the observation. The
 /// probe runs during it now: the diagnosis ends within its duration plus a second (checked
-/// by [`observe::diagnose_timed`]) and still confirms the blackhole. The time is printed.
+/// by [`netdoctor_lab::observe::diagnose_timed`]) and still confirms the blackhole. The
+/// time is printed.
 #[test]
 fn a_confirmed_blackhole_in_5s_ends_within_6s() -> Result<()> {
     if !ci::lab_ready(&["iperf3", "nft"]) {

@@ -295,8 +295,44 @@ fn watching_again_loses_no_count(dp: &Dataplane<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Watching again writes the slot mapping again, which repairs one someone cleared: with its
+/// preferred slot taken, the loopback finds its counters only through `iface_slot`; with
+/// that entry zeroed its packets go uncounted, and after one more watch they count again.
+fn watching_again_repairs_the_slot_mapping(dp: &Dataplane<'_>) -> Result<()> {
+    use libbpf_rs::MapCore;
+    use std::os::fd::{AsFd, AsRawFd};
+    let frame = pkt::v4(pkt::UDP, &pkt::udp(40000, 9999, &[0u8; 100]));
+    let ingress = |dp: &Dataplane<'_>| -> Result<u64> {
+        run(dp, ProgramKind::TcIngress, &frame)?;
+        Ok(counters(dp)?.ingress.packets)
+    };
+    dp.unwatch(LO);
+    dp.watch(LO + 256, 1500, LinkType::Ether)?;
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    ensure!(ingress(dp)? == 1, "counted through the slot mapping");
+    let fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
+    let iface_slot = netdoctor_lab::bpf::maps::program_maps(fd)?
+        .remove("iface_slot")
+        .context("the tc program's iface_slot")?;
+    iface_slot.update(
+        &LO.to_ne_bytes(),
+        &0u32.to_ne_bytes(),
+        libbpf_rs::MapFlags::ANY,
+    )?;
+    ensure!(ingress(dp)? == 1, "counted with the mapping cleared");
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    let counted = ingress(dp)?;
+    dp.unwatch(LO + 256);
+    ensure!(
+        counted == 2,
+        "{counted} packets counted after watching again, not 2"
+    );
+    Ok(())
+}
+
 /// Which ifindex and direction each hook reports; unwatched interfaces; refused inputs;
-/// the verdict of every program on every crafted input; watching again while counting.
+/// the verdict of every program on every crafted input; watching again while counting, and
+/// after the slot mapping was cleared.
 #[test]
 fn hooks_verdicts_and_refused_inputs() -> Result<()> {
     if !ci::lab_ready(&[]) {
@@ -334,6 +370,11 @@ fn hooks_verdicts_and_refused_inputs() -> Result<()> {
                 "watching_again_loses_no_count",
                 ETHER_1500,
                 watching_again_loses_no_count,
+            ),
+            (
+                "watching_again_repairs_the_slot_mapping",
+                ETHER_1500,
+                watching_again_repairs_the_slot_mapping,
             ),
         ],
     )

@@ -193,7 +193,10 @@ impl<'obj> Dataplane<'obj> {
             // A live slot: the programs count into it, so only its header is written, in
             // place (rewriting the whole value would lose what they count meanwhile, and
             // a counter that goes back reads as a slot watched afresh).
-            Some(slot) => return self.write_header(*slot, mtu, link, local_tcp),
+            Some(&slot) => {
+                self.write_header(slot, mtu, link, local_tcp)?;
+                slot
+            }
             None => {
                 // The programs look for an interface's counters in slot
                 // ifindex % MAX_IFACES first, so that one is taken if free.
@@ -211,17 +214,14 @@ impl<'obj> Dataplane<'obj> {
                     local_tcp,
                     ..Default::default()
                 })?;
+                self.write_counters(slot, |old| nd_iface_dir {
+                    ifindex: index,
+                    ..old
+                })?;
                 slots.insert(index, slot);
                 slot
             }
         };
-        self.write_counters(slot, |old| nd_iface_dir {
-            ifindex: index,
-            mtu,
-            link,
-            local_tcp,
-            ..old
-        })?;
         // Slots other than the preferred one are found through this mapping. Written every
         // time: idempotent, and it repairs a mapping someone cleared.
         let maps = &self.skel.maps;

@@ -150,4 +150,65 @@ impl LineTopology {
             .add_route("default", Self::ROUTER_SERVER_SIDE_IP)?;
         Ok(topo)
     }
+
+    /// The router's nft table (inet family) of [`Self::drop_router_frag_needed`], whose
+    /// chain `out` holds the rule.
+    pub const FRAG_NEEDED_TABLE: &'static str = "ndbh";
+
+    /// Makes a PMTU blackhole of the router: it drops the ICMP frag-needed messages it
+    /// generates itself (an nft output rule with a counter, [`Self::frag_needed_dropped`]).
+    pub fn drop_router_frag_needed(&self) -> Result<()> {
+        let t = Self::FRAG_NEEDED_TABLE;
+        self.router.run(&["nft", "add", "table", "inet", t])?;
+        self.router.run(&[
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            t,
+            "out",
+            "{ type filter hook output priority 0; }",
+        ])?;
+        self.router.run(&[
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            t,
+            "out",
+            "icmp",
+            "type",
+            "destination-unreachable",
+            "icmp",
+            "code",
+            "frag-needed",
+            "counter",
+            "drop",
+        ])?;
+        Ok(())
+    }
+
+    /// Frag-needed messages the router's rule ([`Self::drop_router_frag_needed`]) dropped
+    /// so far.
+    pub fn frag_needed_dropped(&self) -> Result<u64> {
+        let out = self.router.run(&[
+            "nft",
+            "-j",
+            "list",
+            "chain",
+            "inet",
+            Self::FRAG_NEEDED_TABLE,
+            "out",
+        ])?;
+        let json: serde_json::Value =
+            serde_json::from_str(&out).context("parsing `nft -j list chain`")?;
+        json["nftables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["rule"]["expr"].as_array())
+            .flatten()
+            .find_map(|expr| expr["counter"]["packets"].as_u64())
+            .with_context(|| format!("no counter in {out}"))
+    }
 }

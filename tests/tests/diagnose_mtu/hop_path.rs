@@ -1,11 +1,10 @@
 //! PMTU blackhole: client — router — server, router→server hop 1400. The line, its filter
 //! of the router's ICMP frag-needed, DF pings across it and a bulk transfer diagnosed on it.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::observe::Wall;
 use netdoctor_lab::{traffic, Iperf3Server, LineConfig, LineTopology, PingOpts};
-use serde_json::Value;
 
 use crate::report::diagnose_for;
 
@@ -21,50 +20,9 @@ pub(crate) fn blackhole_line(filter_icmp: bool) -> Result<LineTopology> {
     line.router
         .set_mtu(LineTopology::ROUTER_SERVER_IF, HOP_MTU)?;
     if filter_icmp {
-        line.router.run(&["nft", "add", "table", "inet", "ndbh"])?;
-        line.router.run(&[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "ndbh",
-            "out",
-            "{ type filter hook output priority 0; }",
-        ])?;
-        line.router.run(&[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "ndbh",
-            "out",
-            "icmp",
-            "type",
-            "destination-unreachable",
-            "icmp",
-            "code",
-            "frag-needed",
-            "counter",
-            "drop",
-        ])?;
+        line.drop_router_frag_needed()?;
     }
     Ok(line)
-}
-
-/// Packets the router's frag-needed filter dropped so far.
-pub(crate) fn icmp_filtered(line: &LineTopology) -> Result<u64> {
-    let out = line
-        .router
-        .run(&["nft", "-j", "list", "chain", "inet", "ndbh", "out"])?;
-    let json: Value = serde_json::from_str(&out).context("parsing `nft -j list chain`")?;
-    json["nftables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|item| item["rule"]["expr"].as_array())
-        .flatten()
-        .find_map(|expr| expr["counter"]["packets"].as_u64())
-        .with_context(|| format!("no counter in {out}"))
 }
 
 /// DF pings of exactly `size` IP bytes from client to server.

@@ -5,7 +5,7 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::{ci, LineTopology};
 use serde_json::Value;
 
-use crate::hop_path::{blackhole_line, diagnose_bulk_transfer, icmp_filtered, HOP_MTU};
+use crate::hop_path::{blackhole_line, diagnose_bulk_transfer, HOP_MTU};
 use crate::report::{expect_evidence, expect_fix, str_or, MtuChecks, DURATION};
 
 #[test]
@@ -33,7 +33,7 @@ fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> 
         d.describe()
     );
     ensure!(
-        icmp_filtered(&line)? > 0,
+        line.frag_needed_dropped()? > 0,
         "the router never generated (and dropped) a frag-needed: no blackhole was built"
     );
     Ok(())

@@ -27,33 +27,7 @@ fn pmtu_line(blackhole: bool) -> Result<LineTopology> {
     })?;
     line.server.set_mtu(LineTopology::SERVER_IF, 1500)?;
     if blackhole {
-        let r = &line.router;
-        r.run(&["nft", "add", "table", "inet", "bh"])?;
-        r.run(&[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "bh",
-            "out",
-            "{ type filter hook output priority 0; }",
-        ])?;
-        r.run(&[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "bh",
-            "out",
-            "icmp",
-            "type",
-            "destination-unreachable",
-            "icmp",
-            "code",
-            "frag-needed",
-            "counter",
-            "drop",
-        ])?;
+        line.drop_router_frag_needed()?;
     }
     Ok(line)
 }
@@ -139,9 +113,14 @@ fn pmtu_blackhole_retransmits_full_size_segments_and_keeps_pmtu() -> Result<()> 
         describe_rows(&black_rows)
     );
     println!("healthy twin:\n{}", describe_rows(&healthy_rows));
-    let icmp_dropped = black
-        .router
-        .run(&["nft", "list", "chain", "inet", "bh", "out"])?;
+    let icmp_dropped = black.router.run(&[
+        "nft",
+        "list",
+        "chain",
+        "inet",
+        LineTopology::FRAG_NEEDED_TABLE,
+        "out",
+    ])?;
     println!("router: {}", icmp_dropped.trim());
 
     let bh = row_for(&black_rows, SocketAddr::new(client_ip, PMTU_CPORT))?;

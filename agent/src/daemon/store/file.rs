@@ -7,13 +7,14 @@
 //! SQLite creates the `-wal` and `-shm` files with the database file's mode, so setting
 //! it on the database before SQLite first opens it covers files created later too.
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::unistd::Gid;
 
+use super::trust::{with_suffix, Problem, Problems};
 use super::StoreError;
 
 /// Who besides the agent's own user may read the history.
@@ -33,7 +34,8 @@ impl Access {
         }
     }
 
-    fn dir_mode(self) -> u32 {
+    /// Mode of the directories netdoctor creates (or tightens) for them.
+    pub fn dir_mode(self) -> u32 {
         if self.group.is_some() {
             0o750
         } else {
@@ -42,57 +44,72 @@ impl Access {
     }
 }
 
-/// The database's companion files, which hold the same data.
+/// The database's companion files that stay while it is open, which hold the same data.
 pub fn companions(path: &Path) -> [PathBuf; 2] {
-    let with = |suffix: &str| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        PathBuf::from(p)
-    };
-    [with("-wal"), with("-shm")]
+    [with_suffix(path, "-wal"), with_suffix(path, "-shm")]
 }
 
-/// Creates the missing parent directories and, when it does not exist yet, the database
-/// file itself with `access`'s mode, before SQLite opens it.
-pub fn prepare(path: &Path, access: Access) -> Result<(), StoreError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(access.dir_mode())
-                .create(dir)
-                .map_err(|source| StoreError::CreateDir {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-            set_group(dir, access).map_err(|source| StoreError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+/// Creates `dirs` (missing directories of the database's path, outermost first) with
+/// `access`'s directory mode and group.
+pub fn create_dirs(dirs: &[PathBuf], access: Access) -> Result<(), StoreError> {
+    for dir in dirs {
+        let failed = |source| StoreError::CreateDir {
+            path: dir.clone(),
+            source,
+        };
+        match DirBuilder::new().mode(access.dir_mode()).create(dir) {
+            Ok(()) => {}
+            // Created meanwhile: checked with the rest of the chain afterwards.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(failed(e)),
         }
+        // Exactly the mode, whatever the umask.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(access.dir_mode()))
+            .and_then(|()| set_group(dir, access))
+            .map_err(failed)?;
     }
-    match OpenOptions::new()
+    Ok(())
+}
+
+/// Opens the database file without following a symbolic link, or creates it (`O_EXCL`)
+/// with `access`'s mode and group, and checks what was opened: a regular file of this
+/// process's user. Returns its metadata (the identity SQLite must open too).
+pub fn open_file(path: &Path, access: Access) -> Result<Metadata, StoreError> {
+    let failed = |source| StoreError::Permissions {
+        path: path.to_path_buf(),
+        source,
+    };
+    let created = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(access.file_mode())
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(StoreError::Permissions {
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path);
+    let file = match created {
+        Ok(file) => {
+            if let Some(gid) = access.group {
+                nix::unistd::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), None, Some(gid))
+                    .map_err(|e| failed(e.into()))?;
+            }
+            file
+        }
+        // O_NONBLOCK: something that is not a regular file must not hang the open.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(failed)?,
+        Err(e) => return Err(failed(e)),
+    };
+    let meta = file.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(StoreError::Untrusted {
             path: path.to_path_buf(),
-            source,
-        }),
+            problems: Problems(vec![Problem::NotRegular {
+                path: path.to_path_buf(),
+            }]),
+        });
     }
-}
-
-/// Refuses a database file that belongs to another user: whoever owns it could read the
-/// history or hand the agent a crafted file.
-pub fn check_owner(path: &Path) -> Result<(), StoreError> {
-    let meta = std::fs::metadata(path).map_err(|source| StoreError::Permissions {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
         return Err(StoreError::ForeignOwner {
@@ -101,7 +118,9 @@ pub fn check_owner(path: &Path) -> Result<(), StoreError> {
             me,
         });
     }
-    Ok(())
+    // Closed before SQLite opens it: closing a second descriptor later would drop the
+    // POSIX locks SQLite takes on the file.
+    Ok(meta)
 }
 
 /// Sets the database's and its companions' mode (and group) to `access`, tightening any
@@ -140,7 +159,8 @@ pub fn restrict(path: &Path, access: Access) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn set_group(path: &Path, access: Access) -> io::Result<()> {
+/// Gives `path` `access`'s group, if it has one.
+pub(super) fn set_group(path: &Path, access: Access) -> io::Result<()> {
     match access.group {
         Some(gid) => nix::unistd::chown(path, None, Some(gid)).map_err(io::Error::from),
         None => Ok(()),
@@ -172,7 +192,7 @@ mod tests {
 
     #[test]
     fn history_is_private_and_stays_private() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = crate::daemon::store::tests::tempdir();
         let path = dir.path().join("state/history.db");
         // A permissive umask, as a shell's 022 or worse, must not matter.
         let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o000));
@@ -196,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_configured_group_may_read() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = crate::daemon::store::tests::tempdir();
         let path = dir.path().join("history.db");
         // Our own primary group: chown to it needs no privilege.
         let gid = nix::unistd::getegid();
@@ -226,7 +246,7 @@ mod tests {
             println!("SKIP: needs root to give a file to another user");
             return;
         }
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = crate::daemon::store::tests::tempdir();
         let path = dir.path().join("history.db");
         drop(Store::open(&path, Retention::default()).expect("open"));
         let nobody = nix::unistd::Uid::from_raw(65534);

@@ -24,13 +24,14 @@ mod samples;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod trust;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::{Deserialize, Serialize};
 
 pub use file::Access;
@@ -40,6 +41,7 @@ pub use lifecycle::{
 pub use retention::{Pruned, Retention};
 pub use samples::{CcRetrans, Sample, SampleQuery};
 pub use schema::SCHEMA_VERSION;
+pub use trust::{Problem, Problems};
 
 /// How long a writer waits for another connection's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -125,6 +127,18 @@ pub enum StoreError {
         /// This process's effective uid.
         me: u32,
     },
+    /// The database, a file SQLite would read next to it, or a directory on the way is a
+    /// symbolic link, belongs to another user, or is writable by one.
+    #[error(
+        "refusing the history database {path}: {problems}. Another user could make the agent \
+         overwrite a file or serve findings they wrote; nothing was read or written"
+    )]
+    Untrusted {
+        /// The database (resolved).
+        path: PathBuf,
+        /// Every problem found, each with its fix.
+        problems: Problems,
+    },
     /// Creating the database file or setting its permissions failed.
     #[error("setting the permissions of the history database {path}: {source}")]
     Permissions {
@@ -176,7 +190,8 @@ impl Store {
     ///
     /// A file that is not an SQLite database, that belongs to another application or
     /// another user, or whose schema is newer than this binary's is refused with a clear
-    /// error and left as it was.
+    /// error and left as it was; so is a path that another user could have prepared (see
+    /// `trust`: symbolic links, their directories, their `-wal` files).
     pub fn open(path: &Path, retention: Retention) -> Result<Store, StoreError> {
         Self::open_with(path, retention, Access::default())
     }
@@ -187,10 +202,28 @@ impl Store {
         retention: Retention,
         access: Access,
     ) -> Result<Store, StoreError> {
-        file::prepare(path, access)?;
-        file::check_owner(path)?;
-        let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
+        let (path, dirs) = trust::resolve(path, access)?;
+        let path = path.as_path();
+        file::create_dirs(&dirs, access)?;
+        if !dirs.is_empty() {
+            let problems = trust::check_dir_chain(path.parent().unwrap_or(path), true)?;
+            if !problems.is_empty() {
+                return Err(StoreError::Untrusted {
+                    path: path.to_path_buf(),
+                    problems: Problems(problems),
+                });
+            }
+        }
+        trust::check_files(path)?;
+        let opened = file::open_file(path, access)?;
+        // The resolved path has no symbolic link: NOFOLLOW makes SQLite refuse one that
+        // appears anyway. No CREATE: the file exists, made or checked above.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
         let store = Self::setup(conn, path, true, retention)?;
+        trust::check_again(path, &opened)?;
         // After the checks, so a refused file keeps its mode; the WAL files exist now.
         file::restrict(path, access)?;
         Ok(store)

@@ -9,7 +9,7 @@ fn integrity_check_is_ok() {
 
 #[test]
 fn open_creates_parent_dirs_and_uses_wal() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempdir();
     let path = dir.path().join("a/b/history.db");
     let s = Store::open(&path, Retention::default()).expect("open");
     assert!(path.exists());
@@ -40,7 +40,7 @@ fn pragma(path: &Path, name: &str) -> i64 {
 
 #[test]
 fn reopening_a_file_keeps_data_and_version() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempdir();
     let path = dir.path().join("history.db");
     {
         let s = Store::open(&path, Retention::default()).expect("open");
@@ -71,9 +71,10 @@ fn reopening_a_file_keeps_data_and_version() {
 #[test]
 fn a_file_that_is_not_a_database_is_refused_and_untouched() {
     for content in ["hi\n".to_string(), "these are my notes\n".repeat(500)] {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = tempdir();
         let path = dir.path().join("notes.txt");
         std::fs::write(&path, &content).expect("write");
+        private(&path);
 
         let err = Store::open(&path, Retention::default()).expect_err("must refuse");
         assert!(
@@ -92,12 +93,13 @@ fn a_file_that_is_not_a_database_is_refused_and_untouched() {
 
 #[test]
 fn another_applications_database_is_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempdir();
     let path = dir.path().join("other.db");
     Connection::open(&path)
         .expect("open")
         .execute_batch("CREATE TABLE contacts (name TEXT);")
         .expect("create");
+    private(&path);
     let err = Store::open(&path, Retention::default()).expect_err("must refuse");
     assert!(
         matches!(err, StoreError::ForeignDatabase { .. }),
@@ -108,7 +110,7 @@ fn another_applications_database_is_refused() {
 
 #[test]
 fn a_newer_schema_is_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempdir();
     let path = dir.path().join("history.db");
     drop(Store::open(&path, Retention::default()).expect("open"));
     Connection::open(&path)

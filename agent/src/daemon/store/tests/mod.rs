@@ -14,7 +14,25 @@ use super::*;
 mod files;
 mod lifecycle;
 mod samples;
+mod trust;
 use crate::rules::finding::{Finding, Severity};
+
+/// A temporary directory of this user's, mode 0700 whatever the umask (a test here sets
+/// the process's umask to 0 for a moment, and a directory others can write is refused).
+pub(super) fn tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
+    dir
+}
+
+/// Makes a file the test created mode 0600: created while that umask is 0 it would be
+/// 0666, and a database others can write is refused.
+pub(super) fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 0600");
+}
 
 fn store() -> Store {
     Store::open_in_memory(Retention::default()).expect("in-memory store")

@@ -64,6 +64,8 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_bpf_run_count_total", "Runs of the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_last_evaluation_timestamp_seconds", "When the last evaluation finished.", GAUGE, &[]),
+    ("netdoctor_store_healthy", "1 while the history database takes writes, 0 while they fail (a full file system).", GAUGE, &[]),
+    ("netdoctor_store_errors_total", "Operations of the monitor on the history database that failed (writes, mostly).", COUNTER, &[]),
 ];
 
 /// Builds the families of one scrape.
@@ -373,6 +375,17 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
             *ns as f64 / 1e9,
         );
     }
+    let store = shared.store.health();
+    out.put(
+        "netdoctor_store_healthy",
+        &[],
+        f64::from(u8::from(store.is_ok())),
+    );
+    out.put(
+        "netdoctor_store_errors_total",
+        &[],
+        store.errors_total as f64,
+    );
     if h.last_evaluation_ms > 0 {
         out.put(
             "netdoctor_last_evaluation_timestamp_seconds",

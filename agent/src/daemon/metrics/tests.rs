@@ -33,3 +33,19 @@ fn flow_table_series_follow_the_view() {
         "{text}"
     );
 }
+
+#[test]
+fn docs_api_md_lists_every_metric() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md");
+    let docs = std::fs::read_to_string(&path).expect("docs/api.md");
+    let names = FAMILIES
+        .iter()
+        .map(|f| f.0)
+        .chain(["netdoctor_evaluation_duration_seconds"]);
+    for name in names {
+        assert!(
+            docs.contains(&format!("| `{name}` |")),
+            "{name} is not in the metrics table of docs/api.md"
+        );
+    }
+}

@@ -109,7 +109,12 @@ impl Monitor<'_> {
         let new_underlays = underlays.difference(&self.underlays_wanted).count() > 0;
         self.underlays_wanted = underlays;
 
-        let active = self.shared.store.active_findings()?;
+        // A failing store is logged once, by the store (store::health), and shown by
+        // /readyz and the metrics: the window is published all the same.
+        let active = match self.shared.store.active_findings() {
+            Ok(active) => active,
+            Err(_) => self.shared.view().active.clone(),
+        };
         self.publish_window(
             &dp_now,
             &window,
@@ -130,8 +135,8 @@ impl Monitor<'_> {
                 Ok(p) if p.samples + p.findings > 0 => {
                     tracing::debug!(samples = p.samples, findings = p.findings, "pruned history")
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("pruning the history: {e}"),
+                // A failure is logged once by the store (store::health).
+                Ok(_) | Err(_) => {}
             }
         }
         self.shared.ready.store(true, Ordering::Release);
@@ -214,23 +219,21 @@ impl Monitor<'_> {
         self.maybe_probe(me, &facts, &underlay, tun.kind.is_some());
 
         let found = rules::evaluate_partial(&self.rules, &facts.to_json(), &self.missing).findings;
-        let transitions = self.shared.store.record(&me.name, now, &found)?;
-        for k in &transitions.opened {
-            tracing::info!(iface = %me.name, finding = %k.id, "finding opened");
-        }
-        for k in &transitions.resolved {
-            tracing::info!(iface = %me.name, finding = %k.id, "finding resolved");
+        // The store logs its failures once and /readyz shows them: a failed write does not
+        // fail the interface's evaluation.
+        if let Ok(transitions) = self.shared.store.record(&me.name, now, &found) {
+            for k in &transitions.opened {
+                tracing::info!(iface = %me.name, finding = %k.id, "finding opened");
+            }
+            for k in &transitions.resolved {
+                tracing::info!(iface = %me.name, finding = %k.id, "finding resolved");
+            }
         }
         let counters = window.counters(me.index);
-        self.shared.store.insert_sample(&sample(
-            me,
-            &facts,
-            &counters,
-            rows,
-            found.len(),
-            elapsed,
-            now,
-        ))?;
+        let sample = sample(me, &facts, &counters, rows, found.len(), elapsed, now);
+        if self.shared.store.insert_sample(&sample).is_err() {
+            tracing::debug!(iface = %me.name, "sample not kept");
+        }
         let also = watch::also_watch(me, &underlay, routes, all, facts.host.ip_forward);
         let wanted = underlay.watch.iter().chain(also.iter()).map(|u| u.index);
         Ok((facts, wanted.collect()))

@@ -243,8 +243,14 @@ impl<'obj> Monitor<'obj> {
                 }
                 tracing::info!(iface = %w.iface.name, "interface gone; forgotten");
                 if w.role == Role::Selected && !all.iter().any(|i| i.name == w.iface.name) {
-                    if let Err(e) = self.shared.store.resolve_interface(&w.iface.name, now_ms()) {
-                        tracing::warn!("resolving the findings of {}: {e}", w.iface.name);
+                    // A failure is logged once by the store (store::health).
+                    if self
+                        .shared
+                        .store
+                        .resolve_interface(&w.iface.name, now_ms())
+                        .is_err()
+                    {
+                        tracing::debug!(iface = %w.iface.name, "findings not resolved");
                     }
                 }
                 self.prev_wireguard.remove(&w.iface.name);

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use rusqlite::{params, Row, TransactionBehavior};
+use rusqlite::{params, Connection, Row, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use super::query::{Filter, PageSpec};
@@ -139,7 +139,18 @@ impl Store {
         now_ms: i64,
         findings: &[Finding],
     ) -> Result<Transitions, StoreError> {
-        let mut conn = self.conn();
+        self.tracked("recording findings", |conn| {
+            Self::record_in(conn, interface, now_ms, findings)
+        })
+    }
+
+    /// [`Store::record`] on the locked connection.
+    fn record_in(
+        conn: &mut Connection,
+        interface: &str,
+        now_ms: i64,
+        findings: &[Finding],
+    ) -> Result<Transitions, StoreError> {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut out = Transitions::default();
         {
@@ -218,12 +229,13 @@ impl Store {
     /// The interface went away: resolves all its active findings at `now_ms`.
     /// Returns how many were resolved.
     pub fn resolve_interface(&self, interface: &str, now_ms: i64) -> Result<usize, StoreError> {
-        let conn = self.conn();
-        let n = conn.execute(
-            "UPDATE findings SET resolved_ms = ?1 WHERE interface = ?2 AND resolved_ms IS NULL",
-            params![now_ms, interface],
-        )?;
-        Ok(n)
+        self.tracked("resolving the findings of a deleted interface", |conn| {
+            let n = conn.execute(
+                "UPDATE findings SET resolved_ms = ?1 WHERE interface = ?2 AND resolved_ms IS NULL",
+                params![now_ms, interface],
+            )?;
+            Ok(n)
+        })
     }
 
     /// Findings matching `q`: active ones first, then newest opened first. A finding
@@ -267,16 +279,16 @@ impl Store {
 
     /// All active findings of all interfaces (for metrics), by interface, id and subject.
     pub fn active_findings(&self) -> Result<Vec<StoredFinding>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM findings WHERE resolved_ms IS NULL \
-             ORDER BY interface, id, subject"
-        ))?;
-        let raws = stmt
-            .query_map([], Raw::from_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        drop(stmt);
-        drop(conn);
+        let raws = self.tracked("reading the active findings", |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM findings WHERE resolved_ms IS NULL \
+                 ORDER BY interface, id, subject"
+            ))?;
+            let raws = stmt
+                .query_map([], Raw::from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(raws)
+        })?;
         raws.into_iter().map(Raw::decode).collect()
     }
 }

@@ -17,6 +17,7 @@
 //! even then the database stays consistent. Every write is a single transaction.
 
 mod file;
+mod health;
 mod lifecycle;
 mod query;
 mod retention;
@@ -35,6 +36,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::{Deserialize, Serialize};
 
 pub use file::Access;
+pub use health::StoreHealth;
 pub use lifecycle::{
     FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
 };
@@ -194,6 +196,7 @@ pub struct Page<T> {
 pub struct Store {
     conn: Mutex<Connection>,
     retention: Retention,
+    health: health::Tracker,
 }
 
 impl Store {
@@ -283,6 +286,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             retention,
+            health: health::Tracker::default(),
         })
     }
 
@@ -299,6 +303,37 @@ impl Store {
             .query_map([], |row| row.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(lines.join("\n"))
+    }
+
+    /// Makes every write fail (`PRAGMA query_only`) or work again: a failing disk, in
+    /// process.
+    #[cfg(test)]
+    pub(crate) fn set_query_only(&self, on: bool) {
+        self.conn()
+            .pragma_update(None, "query_only", on)
+            .expect("PRAGMA query_only");
+    }
+
+    /// Whether writes work, since when they fail, and how many failed.
+    pub fn health(&self) -> StoreHealth {
+        self.health.get()
+    }
+
+    /// Runs `f` on the connection as one of the monitor's operations (`what`, for the
+    /// log), following the store's health: any failure marks it failing, and a success
+    /// that changed rows marks it healthy again. Each change is logged once.
+    fn tracked<T>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let before = conn.total_changes();
+        let result = f(&mut conn);
+        let wrote = conn.total_changes() != before;
+        drop(conn);
+        self.health.observe(what, &result, wrote);
+        result
     }
 
     /// The connection. A panic while it was held cannot leave a half-done write behind

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{params, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 
 use super::{to_i64, Store, StoreError};
@@ -45,7 +45,13 @@ impl Store {
         let age_ms = i64::try_from(self.retention.max_age.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now_ms.saturating_sub(age_ms);
         let keep = to_i64(self.retention.max_rows);
-        let mut conn = self.conn();
+        self.tracked("pruning the history", |conn| {
+            Self::prune_in(conn, cutoff, keep)
+        })
+    }
+
+    /// [`Store::prune`] on the locked connection.
+    fn prune_in(conn: &mut Connection, cutoff: i64, keep: i64) -> Result<Pruned, StoreError> {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut pruned = Pruned {
             samples: tx.execute("DELETE FROM samples WHERE ts_ms < ?1", [cutoff])?,

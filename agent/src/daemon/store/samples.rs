@@ -131,11 +131,13 @@ impl Store {
             what: "sample",
             source,
         })?;
-        self.conn().execute(
-            "INSERT INTO samples (ts_ms, interface, body) VALUES (?1, ?2, ?3)",
-            params![s.ts_ms, s.interface, body],
-        )?;
-        Ok(())
+        self.tracked("recording a sample", |conn| {
+            conn.execute(
+                "INSERT INTO samples (ts_ms, interface, body) VALUES (?1, ?2, ?3)",
+                params![s.ts_ms, s.interface, body],
+            )?;
+            Ok(())
+        })
     }
 
     /// Samples matching `q`, oldest first (charts want time order); samples with the

@@ -12,6 +12,7 @@ use super::schema::APPLICATION_ID;
 use super::*;
 
 mod files;
+mod health;
 mod lifecycle;
 mod samples;
 mod trust;

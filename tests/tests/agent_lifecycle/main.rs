@@ -1,8 +1,9 @@
 //! End-to-end tests of `netdoctor agent` over time, on real namespaces, veths and
 //! wireguard-go tunnels: a finding's lifecycle (opened once, refreshed, resolved when the
 //! MTU is fixed), interfaces that disappear and come back, `kill -9` (nothing stays
-//! attached, the SQLite history survives intact and is served after a restart) and SIGTERM
-//! (exit 0, nothing attached).
+//! attached, the SQLite history survives intact and is served after a restart), SIGTERM
+//! (exit 0, nothing attached), and the history database another user prepared (a forged
+//! WAL: exit 3), damaged (exit 3) or on a full file system (said once, `/readyz` 503).
 //!
 //! Needs root, BPF and the lab tools; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
@@ -13,6 +14,7 @@ mod helpers;
 mod lab;
 
 mod churn;
+mod database;
 mod finding;
 mod sigkill;
 mod sigterm;

@@ -5,6 +5,7 @@ use crate::facts::{Facts, FlowFacts, PeerFacts};
 use crate::rules::finding::Severity;
 use crate::rules::{evaluate, RuleSet};
 
+mod documented;
 mod measured;
 
 use measured::{bond_carrying, ecmp, nat};

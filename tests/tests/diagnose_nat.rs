@@ -15,6 +15,12 @@
 //! count. The gateways clamp the MSS (a rule for the tunnel), so that the twin is healthy in
 //! every other respect.
 //!
+//! The uplink is where the clients' traffic is routed, not only the default route's
+//! interface: a gateway with no default route that reaches the far side by a static route
+//! (198.51.100.0/24 via the server), and one whose far side is a connected network while
+//! its default route leaves by another interface (`up9`, a decoy nothing is sent through),
+//! get the finding naming eth1; their twins with the masquerade on eth1, none.
+//!
 //! Needs root, BPF, wireguard-go, wg, nft, ping; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
 
@@ -38,14 +44,67 @@ struct RoadWarrior {
     line: LineTopology,
 }
 
+/// How the gateway reaches the far side (the server's networks, out of eth1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FarSide {
+    /// Its default route, via the server.
+    Default,
+    /// A static route to [`FAR_NET`] via the server; no default route.
+    Static,
+    /// The connected server network, with the default route out of the decoy `up9`.
+    Connected,
+}
+
+/// The far network of [`FarSide::Static`], and the server's address in it.
+const FAR_NET: &str = "198.51.100.0/24";
+const FAR_IP: &str = "198.51.100.7";
+
 impl RoadWarrior {
     fn new() -> Result<RoadWarrior> {
+        Self::reaching(FarSide::Default)
+    }
+
+    /// The lab with the far side reached `how`; the client sends the server's networks
+    /// (and [`FAR_NET`]) into the tunnel.
+    fn reaching(how: FarSide) -> Result<RoadWarrior> {
         let line = LineTopology::new(&LineConfig::default())?;
         // The "Internet" has no route back to private tunnel addresses.
         line.server.ip(&["route", "del", "default"])?;
-        // The gateway's uplink is its default route.
-        line.router
-            .ip(&["route", "add", "default", "via", LineTopology::SERVER_IP])?;
+        let gw = &line.router;
+        match how {
+            // The gateway's uplink is its default route.
+            FarSide::Default => {
+                gw.ip(&["route", "add", "default", "via", LineTopology::SERVER_IP])?
+            }
+            FarSide::Static => {
+                line.server
+                    .add_addr(LineTopology::SERVER_IF, &format!("{FAR_IP}/32"))?;
+                gw.ip(&[
+                    "route",
+                    "add",
+                    FAR_NET,
+                    "via",
+                    LineTopology::SERVER_IP,
+                    "dev",
+                    "eth1",
+                ])?
+            }
+            FarSide::Connected => {
+                gw.ip(&["link", "add", "up9", "type", "veth", "peer", "name", "up9p"])?;
+                gw.ip(&["link", "set", "up9p", "up"])?;
+                gw.ip(&["link", "set", "up9", "up"])?;
+                gw.ip(&["addr", "add", "192.0.2.1/24", "dev", "up9"])?;
+                gw.ip(&[
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    "192.0.2.254",
+                    "dev",
+                    "up9",
+                ])?
+            }
+        };
         let wg = WgTunnel::new(
             &line.router,
             LineTopology::ROUTER_CLIENT_SIDE_IP,
@@ -61,12 +120,13 @@ impl RoadWarrior {
                 LineTopology::ROUTER_CLIENT_SIDE_IP,
                 wg.a.listen_port()
             )),
-            &format!("{}/32,{SERVER_NET}", wg.a.ip()),
+            &format!("{}/32,{SERVER_NET},{FAR_NET}", wg.a.ip()),
             None,
         )?;
-        line.client
-            .ip(&["route", "replace", SERVER_NET, "dev", wg.b.ifname()])?;
-        let gw = &line.router;
+        for net in [SERVER_NET, FAR_NET] {
+            line.client
+                .ip(&["route", "replace", net, "dev", wg.b.ifname()])?;
+        }
         for rule in [
             "add table inet mssfix",
             "add chain inet mssfix forward { type filter hook forward priority mangle; }",
@@ -125,13 +185,18 @@ impl RoadWarrior {
     /// Diagnoses the gateway's WireGuard interface while the client pings the server
     /// through the tunnel.
     fn diagnose(&self) -> Result<(Diagnosis, PingReport)> {
+        self.diagnose_pinging(LineTopology::SERVER_IP)
+    }
+
+    /// The same, the client pinging `target`.
+    fn diagnose_pinging(&self, target: &str) -> Result<(Diagnosis, PingReport)> {
         observe::diagnose_during(&self.line.router, self.wg.a.ifname(), WINDOW, &[], || {
             let opts = PingOpts {
                 count: 15,
                 interval_secs: 0.2,
                 ..PingOpts::default()
             };
-            traffic::ping(&self.line.client, LineTopology::SERVER_IP, &opts)
+            traffic::ping(&self.line.client, target, &opts)
         })
     }
 }
@@ -239,4 +304,69 @@ fn a_masquerade_on_another_interface_does_not_count() -> Result<()> {
     );
     d.expect_finding("nat.masquerade_missing", "critical")?;
     Ok(())
+}
+
+/// The far side reached `how`, the client pinging `target` through the tunnel: without a
+/// masquerade, the finding names eth1, where the clients' traffic is routed out; with one
+/// there (the twin), the pings are answered and nothing is found.
+fn uplink_found_by_routing(how: FarSide, target: &str) -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
+        return Ok(());
+    }
+    let uplink = LineTopology::ROUTER_SERVER_IF;
+    let lab = RoadWarrior::reaching(how)?;
+    let (d, ping) = lab.diagnose_pinging(target)?;
+    let ctx = || format!("nat: {}\n{}", d.fact("nat"), d.describe());
+    ensure!(
+        ping.transmitted > 0 && ping.received == 0,
+        "without translation nothing may come back: {}",
+        ping.output
+    );
+    ensure!(
+        fact(&d, "nat.uplink") == uplink
+            && fact(&d, "nat.uplinks") == &serde_json::json!([uplink])
+            && fact(&d, "nat.masquerade") == false
+            && fact(&d, "nat.leaked_flows").as_i64().unwrap_or(0) > 0,
+        "the clients' uplink is not {uplink}, or nothing left it untranslated: {}",
+        ctx()
+    );
+    let f = d.expect_finding("nat.masquerade_missing", "critical")?;
+    let fix = f["fix"].as_str().unwrap_or("");
+    ensure!(
+        f["evidence"]["uplink"] == uplink
+            && fix.contains(&format!("oifname \"{uplink}\" masquerade"))
+            && fix.contains(&format!("-o {uplink} -j MASQUERADE")),
+        "the finding does not name {uplink}: {f}"
+    );
+
+    let twin = RoadWarrior::reaching(how)?;
+    twin.masquerade(uplink)?;
+    let (d, ping) = twin.diagnose_pinging(target)?;
+    ensure!(
+        ping.received * 10 >= ping.transmitted * 8,
+        "the masquerade must let the replies back: {}",
+        ping.output
+    );
+    ensure!(
+        fact(&d, "nat.uplink") == uplink
+            && fact(&d, "nat.masquerade") == true
+            && fact(&d, "nat.leaked_flows") == 0,
+        "the twin's uplink or masquerade unseen: nat: {}\n{}",
+        d.fact("nat"),
+        d.describe()
+    );
+    d.expect_healthy()
+}
+
+/// No default route: the far network is reached by a static route out of eth1.
+#[test]
+fn a_gateway_reaching_the_far_side_by_a_static_route_is_checked() -> Result<()> {
+    uplink_found_by_routing(FarSide::Static, FAR_IP)
+}
+
+/// The far side is eth1's connected network; the default route leaves by `up9`, which the
+/// clients' traffic never takes.
+#[test]
+fn a_gateway_reaching_the_far_side_by_a_connected_route_is_checked() -> Result<()> {
+    uplink_found_by_routing(FarSide::Connected, LineTopology::SERVER_IP)
 }

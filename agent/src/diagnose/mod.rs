@@ -104,7 +104,8 @@ pub async fn diagnose(
         ));
         Vec::new()
     });
-    let also = watch::also_watch(&me, &underlay, &routes, &all, Host::forwarding());
+    let gateway = Host::forwarding();
+    let mut also = watch::also_watch(&me, &underlay, &routes, &all, gateway, &[]);
 
     // Data plane on the interface, its underlay, multipath nexthops and the uplink, with
     // the tunnel's port when the data plane cannot recognise the protocol by itself.
@@ -119,7 +120,7 @@ pub async fn diagnose(
     let mut drop_storage = MaybeUninit::uninit();
     let (sockets, drops) = signals::load_probes(&mut sock_storage, &mut drop_storage, &mut notes);
     let mut dp_storage = MaybeUninit::uninit();
-    let dp = signals::packet_dataplane(
+    let mut dp = signals::packet_dataplane(
         &mut dp_storage,
         signals::with_sockets(dp_options, sockets.as_ref()),
         &me,
@@ -159,8 +160,11 @@ pub async fn diagnose(
             s.poll_closed()?;
         }
         let now = Instant::now();
-        if opts.probe && now >= next_look && window_end.saturating_duration_since(now) >= LOOK_EVERY
-        {
+        let probing = opts.probe && window_end.saturating_duration_since(now) >= LOOK_EVERY;
+        // A gateway's clients may leave by another uplink than the default route's: the
+        // window so far says which, and the data plane watches it from then on.
+        let uplinks = gateway && underlay::is_tunnel_kind(&me.kind);
+        if (probing || uplinks) && now >= next_look {
             next_look = now + LOOK_EVERY;
             let so_far = match (&dp, &dp_start) {
                 (Some(dp), Some(s)) => dp.snapshot()?.since(s),
@@ -185,7 +189,14 @@ pub async fn diagnose(
                 routes: &routes,
             };
             let facts = look.provisional().await?;
-            probes.start(targets::probe_targets(&facts, &underlay, &me), progress);
+            if probing {
+                probes.start(targets::probe_targets(&facts, &underlay, &me), progress);
+            }
+            if let Some(dp) = dp.as_mut().filter(|_| uplinks) {
+                let wanted =
+                    watch::also_watch(&me, &underlay, &routes, &all, gateway, &facts.nat.uplinks);
+                signals::watch_more(dp, &mut also, wanted, &mut notes);
+            }
         }
     }
     let elapsed = started.elapsed();

@@ -27,6 +27,7 @@ pub mod tinc;
 pub mod trusted;
 pub mod tunnel;
 pub mod underlay;
+pub mod uplink;
 pub mod watch;
 pub mod wg_netlink;
 pub mod wireguard;

@@ -1,8 +1,8 @@
 //! A gateway's source address translation for its tunnel's clients: the tunnel's address
-//! ranges (its interface addresses and the peers' allowed IPs), the uplink (the default
-//! route's interface), whether a masquerade or SNAT rule covers those ranges leaving
-//! the uplink ([`super::firewall`]), and what the data plane saw on the uplink: packets
-//! from those ranges leaving untranslated, and whether anything came back.
+//! ranges (its interface addresses and the peers' allowed IPs), the uplinks (where the
+//! clients' traffic is routed out, [`super::uplink`]), whether a masquerade or SNAT rule
+//! covers those ranges leaving an uplink ([`super::firewall`]), and what the data plane saw
+//! there: packets from those ranges leaving untranslated, and whether anything came back.
 //!
 //! Without translation a road-warrior gateway sends its clients' private addresses to the
 //! Internet, where no route leads back: every connection through it times out.
@@ -12,16 +12,19 @@ use serde::Serialize;
 use super::firewall::Ruleset;
 use super::iface::Interface;
 use super::prefix::Prefix;
-use super::route_table::TableRoute;
 use crate::kernel::packet::flows::Flow;
 use crate::kernel::views::Direction;
 
 /// What rules read as `nat.*`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NatFacts {
-    /// The uplink: the interface of the main table's default route ("" if none, or if it
-    /// is the diagnosed interface itself).
+    /// The uplink the other facts describe: of `uplinks`, the one where most of the
+    /// clients' packets left untranslated, else the busiest ("" if none).
     pub uplink: String,
+    /// Every interface the tunnel's clients' traffic was routed out of during the
+    /// observation, busiest first; without such traffic, the main table's default route's
+    /// interface. Never the diagnosed interface itself.
+    pub uplinks: Vec<String>,
     /// The tunnel's address ranges: its interface's networks and the peers' allowed IPs
     /// (default routes left out), each range once.
     pub sources: Vec<String>,
@@ -69,46 +72,45 @@ pub fn tunnel_sources<'a>(
     out
 }
 
-/// The interface of the main table's default route (IPv4 first), unless it is `me`.
-pub fn uplink<'a>(
-    routes: &[TableRoute],
-    all: &'a [Interface],
-    me: &Interface,
-) -> Option<&'a Interface> {
-    let default = |v4: bool| {
-        routes
-            .iter()
-            .filter(|r| r.is_default() && r.destination.is_ipv4() == v4)
-            .flat_map(|r| r.nexthops.first())
-            .next()
-    };
-    let hop = default(true).or_else(|| default(false))?;
-    all.iter()
-        .find(|i| i.index == hop.ifindex)
-        .filter(|i| i.index != me.index)
-}
-
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// The facts, from the configuration and the flows the data plane saw in the window.
+/// The facts, from the configuration and the flows the data plane saw in the window, about
+/// the uplink among `uplinks` (busiest first) where most packets left untranslated, else
+/// the busiest.
 pub fn facts(
     sources: &[Prefix],
-    uplink: Option<&Interface>,
+    uplinks: &[&Interface],
     firewall: &Ruleset,
     flows: &[Flow],
 ) -> NatFacts {
     let private: Vec<&Prefix> = sources.iter().filter(|p| p.is_private()).collect();
+    let mut facts = NatFacts::default();
+    for uplink in uplinks {
+        let on = on_uplink(&private, uplink, firewall, flows);
+        if facts.uplink.is_empty() || on.leaked_packets > facts.leaked_packets {
+            facts = on;
+        }
+    }
+    facts.uplinks = uplinks.iter().map(|u| u.name.clone()).collect();
+    facts.sources = sources.iter().map(ToString::to_string).collect();
+    facts.private_sources = private.iter().map(ToString::to_string).collect();
+    facts
+}
+
+/// The translation facts of one uplink (`uplinks`, `sources` and `private_sources` left
+/// empty).
+fn on_uplink(
+    private: &[&Prefix],
+    uplink: &Interface,
+    firewall: &Ruleset,
+    flows: &[Flow],
+) -> NatFacts {
     let mut facts = NatFacts {
-        sources: sources.iter().map(ToString::to_string).collect(),
-        private_sources: private.iter().map(ToString::to_string).collect(),
+        uplink: uplink.name.clone(),
         ..NatFacts::default()
     };
-    let Some(uplink) = uplink else {
-        return facts;
-    };
-    facts.uplink = uplink.name.clone();
     let rules: Vec<(&Prefix, Option<String>)> = private
         .iter()
         .map(|p| (*p, firewall.nat_for(p, &uplink.name).map(|r| r.describe())))
@@ -192,11 +194,11 @@ mod tests {
     #[test]
     fn only_a_masquerade_on_the_uplink_covers_the_tunnel() {
         let sources = ["10.250.0.0/24".parse::<Prefix>().expect("prefix")];
-        let on_uplink = facts(&sources, Some(&uplink()), &masquerade("eth1"), &[]);
+        let on_uplink = facts(&sources, &[&uplink()], &masquerade("eth1"), &[]);
         assert!(on_uplink.masquerade && on_uplink.rule.contains("masquerade"));
         assert_eq!(on_uplink.uncovered_source, "");
         // The same rule for the client side (eth0) translates nothing leaving eth1.
-        let elsewhere = facts(&sources, Some(&uplink()), &masquerade("eth0"), &[]);
+        let elsewhere = facts(&sources, &[&uplink()], &masquerade("eth0"), &[]);
         assert!(!elsewhere.masquerade);
         assert_eq!(
             (elsewhere.rule.as_str(), elsewhere.uncovered_source.as_str()),
@@ -216,7 +218,7 @@ mod tests {
             test_flow(3, Direction::Egress, "10.200.2.1", 1002, "10.200.2.2", 9000),
             test_flow(7, Direction::Egress, "10.250.0.2", 1003, "10.250.0.9", 9000),
         ];
-        let f = facts(&sources, Some(&uplink()), &Ruleset::default(), &flows);
+        let f = facts(&sources, &[&uplink()], &Ruleset::default(), &flows);
         assert_eq!((f.leaked_flows, f.answered_flows), (2, 1));
         assert_eq!(f.leaked_packets, 8);
         assert_eq!(
@@ -224,6 +226,57 @@ mod tests {
             ("10.250.0.0/24", "ipv4")
         );
         assert!(!f.masquerade);
+    }
+
+    /// Two uplinks: the facts are about the one the clients' packets left untranslated
+    /// through, even when it is not the busiest, and both are listed, busiest first; with
+    /// no leak anywhere, about the busiest.
+    #[test]
+    fn the_facts_follow_the_uplink_that_leaks() {
+        let sources: Vec<Prefix> = ["10.250.0.0/24", "fd00:250::/64"]
+            .iter()
+            .map(|p| p.parse().expect("prefix"))
+            .collect();
+        let second = Interface {
+            name: "up1".into(),
+            index: 4,
+            ..Interface::test_default()
+        };
+        let flows = [
+            // Translated on eth1 (the masquerade covers it), untranslated IPv6 on up1.
+            test_flow(
+                3,
+                Direction::Egress,
+                "10.200.2.1",
+                1000,
+                "198.51.100.7",
+                9000,
+            ),
+            test_flow(
+                4,
+                Direction::Egress,
+                "fd00:250::2",
+                1001,
+                "2001:db8::7",
+                3000,
+            ),
+        ];
+        let uplinks = [&uplink(), &second];
+        let f = facts(&sources, &uplinks, &masquerade("eth1"), &flows);
+        assert_eq!(f.uplinks, ["eth1", "up1"]);
+        assert_eq!(f.uplink, "up1");
+        assert_eq!((f.leaked_flows, f.leaked_packets), (1, 3));
+        assert_eq!(
+            (f.leaked_source.as_str(), f.leaked_family.as_str()),
+            ("fd00:250::/64", "ipv6")
+        );
+        assert!(!f.masquerade);
+        let quiet = facts(&sources, &uplinks, &masquerade("eth1"), &flows[..1]);
+        assert_eq!((quiet.uplink.as_str(), quiet.leaked_flows), ("eth1", 0));
+        // No uplink at all: nothing to describe.
+        let none = facts(&sources, &[], &masquerade("eth1"), &flows);
+        assert_eq!((none.uplink.as_str(), none.uplinks.len()), ("", 0));
+        assert_eq!(none.private_sources, ["10.250.0.0/24", "fd00:250::/64"]);
     }
 
     #[test]

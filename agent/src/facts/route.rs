@@ -1,14 +1,20 @@
-//! Route look-ups over rtnetlink: which interface and MTU the kernel would use toward an
-//! address, including a cached path-MTU exception learnt from ICMP.
+//! Route look-ups over rtnetlink (`RTM_GETROUTE`, as `ip route get` asks): which interface
+//! and MTU the kernel would use toward an address, including a cached path-MTU exception
+//! learnt from ICMP, or which way it forwards a packet that arrived on an interface.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use futures::TryStreamExt;
-use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMetric};
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMetric, RouteType};
 use rtnetlink::RouteMessageBuilder;
 use serde::Serialize;
 
 use super::error::{Error, Result};
+use super::iface::Interface;
+
+/// How long one look-up may take: the kernel answers at once, this only bounds the wait.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The kernel's answer to "how do I reach this address?".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,6 +33,25 @@ pub struct Route {
     pub gateway: Option<IpAddr>,
     /// Preferred source address.
     pub source: Option<IpAddr>,
+    /// The target is one of this host's addresses: delivered here, not sent out.
+    pub local: bool,
+}
+
+/// A packet that arrived on an interface, for the route the kernel forwards it by (`ip
+/// route get TARGET from SOURCE iif IFACE ipproto P sport S dport D`): policy rules that
+/// match on where it came from, its protocol or ports choose the table as for the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Its source address.
+    pub source: IpAddr,
+    /// The interface it arrived on.
+    pub iif: u32,
+    /// IP protocol number.
+    pub protocol: u8,
+    /// Ports, for TCP, UDP and SCTP (0 otherwise).
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
 }
 
 fn address(a: &RouteAddress) -> Option<IpAddr> {
@@ -42,62 +67,103 @@ pub async fn get(target: IpAddr) -> Result<Route> {
     get_among(target, &crate::facts::iface::list().await?).await
 }
 
-/// Like [`get`], with the namespace's interfaces already listed (`links`), for callers that
-/// resolve several routes at once.
-pub async fn get_among(target: IpAddr, links: &[crate::facts::iface::Interface]) -> Result<Route> {
-    let (conn, handle, _) =
-        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
-    let task = tokio::spawn(conn);
-    let prefix = if target.is_ipv4() { 32 } else { 128 };
-    let message = RouteMessageBuilder::<IpAddr>::new()
-        .destination_prefix(target, prefix)
-        .map_err(|e| Error::Netlink(e.to_string()))?
-        .build();
-    let answer: Vec<_> = handle
-        .route()
-        .get(message)
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| Error::Netlink(format!("no route to {target}: {e}")))?;
-    task.abort();
-    let msg = answer
-        .first()
-        .ok_or_else(|| Error::Netlink(format!("no route to {target}")))?;
-    let mut ifindex = 0;
-    let mut cached_pmtu = None;
-    let mut gateway = None;
-    let mut source = None;
-    for attr in &msg.attributes {
-        match attr {
-            RouteAttribute::Oif(i) => ifindex = *i,
-            RouteAttribute::Gateway(g) => gateway = address(g),
-            RouteAttribute::PrefSource(s) => source = address(s),
-            RouteAttribute::Metrics(metrics) => {
-                cached_pmtu = metrics.iter().find_map(|m| match m {
-                    RouteMetric::Mtu(mtu) if *mtu > 0 => Some(*mtu),
-                    _ => None,
-                })
-            }
-            _ => {}
-        }
+/// Like [`get`], with the namespace's interfaces already listed (`links`).
+pub async fn get_among(target: IpAddr, links: &[Interface]) -> Result<Route> {
+    Resolver::new()?.get(target, None, links).await
+}
+
+/// One rtnetlink connection for several look-ups.
+pub struct Resolver {
+    handle: rtnetlink::Handle,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        self.task.abort();
     }
-    let dev = links
-        .iter()
-        .find(|i| i.index == ifindex)
-        .cloned()
-        .ok_or_else(|| {
-            Error::Netlink(format!(
-                "route to {target} uses unknown interface {ifindex}"
-            ))
-        })?;
-    Ok(Route {
-        target,
-        ifindex,
-        mtu: cached_pmtu.map_or(dev.mtu, |p| p.min(dev.mtu)),
-        iface: dev.name,
-        cached_pmtu,
-        gateway,
-        source,
-    })
+}
+
+impl Resolver {
+    /// Opens the connection (in the caller's network namespace).
+    pub fn new() -> Result<Self> {
+        let (conn, handle, _) =
+            rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
+        Ok(Resolver {
+            handle,
+            task: tokio::spawn(conn),
+        })
+    }
+
+    /// The route toward `target`: the one this host's own packets take, or with `arrival`
+    /// the one a packet that arrived that way is forwarded by (an error when the kernel
+    /// would not forward it: forwarding off, no route, reverse-path filter). `links` are
+    /// the namespace's interfaces.
+    pub async fn get(
+        &self,
+        target: IpAddr,
+        arrival: Option<&Arrival>,
+        links: &[Interface],
+    ) -> Result<Route> {
+        let prefix = if target.is_ipv4() { 32 } else { 128 };
+        let nl = |e| Error::Netlink(format!("route to {target}: {e}"));
+        let mut builder = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(target, prefix)
+            .map_err(nl)?;
+        if let Some(a) = arrival {
+            builder = builder
+                .source_prefix(a.source, prefix)
+                .map_err(nl)?
+                .input_interface(a.iif)
+                .ip_protocol(a.protocol);
+            if matches!(a.protocol, 6 | 17 | 132) {
+                builder = builder.sport(a.sport).dport(a.dport);
+            }
+        }
+        let request = self.handle.route().get(builder.build()).execute();
+        let answer: Vec<_> = tokio::time::timeout(LOOKUP_TIMEOUT, request.try_collect())
+            .await
+            .map_err(|_| Error::Netlink(format!("no answer about the route to {target}")))?
+            .map_err(|e| Error::Netlink(format!("no route to {target}: {e}")))?;
+        let msg = answer
+            .first()
+            .ok_or_else(|| Error::Netlink(format!("no route to {target}")))?;
+        let mut ifindex = 0;
+        let mut cached_pmtu = None;
+        let mut gateway = None;
+        let mut source = None;
+        for attr in &msg.attributes {
+            match attr {
+                RouteAttribute::Oif(i) => ifindex = *i,
+                RouteAttribute::Gateway(g) => gateway = address(g),
+                RouteAttribute::PrefSource(s) => source = address(s),
+                RouteAttribute::Metrics(metrics) => {
+                    cached_pmtu = metrics.iter().find_map(|m| match m {
+                        RouteMetric::Mtu(mtu) if *mtu > 0 => Some(*mtu),
+                        _ => None,
+                    })
+                }
+                _ => {}
+            }
+        }
+        let dev = links
+            .iter()
+            .find(|i| i.index == ifindex)
+            .cloned()
+            .ok_or_else(|| {
+                Error::Netlink(format!(
+                    "route to {target} uses unknown interface {ifindex}"
+                ))
+            })?;
+        Ok(Route {
+            target,
+            ifindex,
+            mtu: cached_pmtu.map_or(dev.mtu, |p| p.min(dev.mtu)),
+            iface: dev.name,
+            cached_pmtu,
+            gateway,
+            source,
+            local: msg.header.kind == RouteType::Local,
+        })
+    }
 }

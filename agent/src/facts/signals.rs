@@ -99,6 +99,25 @@ pub(crate) fn packet_dataplane<'obj>(
     Some(dp)
 }
 
+/// Attaches the data plane to the interfaces of `wanted` it does not watch yet (`also`
+/// holds those it does), mid-observation: a gateway's uplinks found from the window so far.
+pub(crate) fn watch_more(
+    dp: &mut Dataplane<'_>,
+    also: &mut Vec<Interface>,
+    wanted: Vec<Interface>,
+    notes: &mut Vec<String>,
+) {
+    for i in wanted {
+        if also.iter().any(|a| a.index == i.index) {
+            continue;
+        }
+        if let Err(e) = dp.attach(&i.target()) {
+            notes.push(format!("could not watch the uplink {}: {e}", i.name));
+        }
+        also.push(i);
+    }
+}
+
 /// The data-plane options to load with, given the socket probes that loaded: the local
 /// path needs socket telemetry to describe the connections it stops recording per flow,
 /// so without it every segment gets its flow record (said once, in the log).

@@ -234,7 +234,14 @@ impl Monitor<'_> {
         if self.shared.store.insert_sample(&sample).is_err() {
             tracing::debug!(iface = %me.name, "sample not kept");
         }
-        let also = watch::also_watch(me, &underlay, routes, all, facts.host.ip_forward);
+        let also = watch::also_watch(
+            me,
+            &underlay,
+            routes,
+            all,
+            facts.host.ip_forward || facts.host.ip6_forward,
+            &facts.nat.uplinks,
+        );
         let wanted = underlay.watch.iter().chain(also.iter()).map(|u| u.index);
         Ok((facts, wanted.collect()))
     }

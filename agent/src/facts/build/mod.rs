@@ -1,5 +1,6 @@
 //! Turning configuration, the observation window and probe results into [`Facts`].
 
+mod gateway;
 mod peers;
 
 use std::collections::BTreeMap;
@@ -7,13 +8,13 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::bond::LinkCounter;
+use super::ecmp;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
 use super::route_table::TableRoute;
 use super::tailscale::Paths;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
-use super::{ecmp, nat};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
 use crate::facts::wireguard::Device;
@@ -306,19 +307,8 @@ impl Observation<'_> {
             all_flows,
             self.sockets.unwrap_or_default(),
         );
-        let nat = if is_tunnel_kind(&self.me.kind) {
-            let allowed = self
-                .end
-                .wireguard
-                .iter()
-                .flat_map(|d| d.peers.iter())
-                .flat_map(|p| p.allowed_ips.iter());
-            let sources = nat::tunnel_sources(&self.details.addresses, allowed);
-            let uplink = nat::uplink(self.routes, self.all, self.me);
-            nat::facts(&sources, uplink, self.firewall, all_flows)
-        } else {
-            nat::NatFacts::default()
-        };
+        let host = Host::read(&self.me.name, self.me.mtu, self.firewall);
+        let nat = self.nat(&host).await;
 
         let peers = self.peers(&endpoints, &outer);
 
@@ -432,7 +422,7 @@ impl Observation<'_> {
             },
             tunnel,
             peers,
-            host: Host::read(&self.me.name, self.me.mtu, self.firewall),
+            host,
             traffic,
             flows,
             drops,

@@ -187,6 +187,11 @@ pub struct TrafficFacts {
     pub too_big_received: i64,
     /// Largest segment sent, IP bytes.
     pub max_segment_out: i64,
+    /// Full-size segments, those the MTU limits: segments in the size bucket holding the
+    /// MTU (577-1280 bytes at 1280, 1421-1440 at 1440), in the direction with more of them.
+    pub full_size_segments: i64,
+    /// Their share of that direction's segments, 0.0 to 1.0.
+    pub full_size_share: f64,
     /// Largest SYN MSS seen leaving through the interface (forwarded or local), 0 if none.
     pub syn_mss_max: i64,
     /// Largest MSS that fits the interface MTU: MTU - 40 (IPv4).

@@ -1,5 +1,6 @@
 //! Turning configuration, the observation window and probe results into [`Facts`].
 
+mod full_size;
 mod gateway;
 mod peers;
 
@@ -348,6 +349,7 @@ impl Observation<'_> {
             + counters.ingress.local_tcp_retransmits
             + counters.egress.local_tcp_retransmits
             + sent_again;
+        let full = full_size::full_size(&counters, self.me.mtu);
         let traffic = TrafficFacts {
             duration_s: self.elapsed.as_secs_f64(),
             rx_segments: to_i64(counters.ingress.segments),
@@ -358,6 +360,8 @@ impl Observation<'_> {
                 counters.ingress.icmp_frag_needed + counters.ingress.icmp6_packet_too_big,
             ),
             max_segment_out: my_max_seg(Direction::Egress),
+            full_size_segments: full.segments,
+            full_size_share: full.share,
             syn_mss_max: syn
                 .iter()
                 .filter_map(|f| f.syn_mss)

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::trusted::Uids;
+
 /// The daemon behind a TUN/TAP device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TunOwner {
@@ -18,8 +20,9 @@ pub struct TunOwner {
     pub command: String,
     /// Its command line.
     pub args: Vec<String>,
-    /// Its effective user id: only root's daemons get their configuration read.
-    pub uid: u32,
+    /// Its real, effective and saved uids: only a daemon that is root's by all three
+    /// ([`Uids::root`]) gets its files read and its word taken.
+    pub uids: Uids,
     /// Local UDP ports the process has open.
     pub udp_ports: Vec<u16>,
 }
@@ -59,18 +62,6 @@ fn udp_ports(pid: &Path, inodes: &HashSet<u64>) -> Vec<u16> {
     ports.sort_unstable();
     ports.dedup();
     ports
-}
-
-/// The effective uid of the process at `pid` (`Uid:` real, effective, saved, fs).
-fn effective_uid(pid: &Path) -> Option<u32> {
-    let status = std::fs::read_to_string(pid.join("status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn holds_tun(pid: &Path, ifname: &str) -> bool {
@@ -133,7 +124,7 @@ fn find_owner(ifname: &str, command: Option<&str>) -> Option<TunOwner> {
             pid,
             command,
             args,
-            uid: effective_uid(&path)?,
+            uids: Uids::of(pid).ok()?,
             udp_ports: udp_ports(&path, &inodes),
         });
     }

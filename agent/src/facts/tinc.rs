@@ -4,19 +4,35 @@
 //! The version is read from the daemon's own binary *as data*: tinc compiles its version
 //! (`PACKAGE_VERSION`, e.g. "1.0.36", "1.1pre18") in as a string of its own. The binary
 //! is never run (netdoctor runs as root; whoever owns the binary would choose what root
-//! runs), and read only when root owns it and nobody else may write it.
+//! runs), and read only for a daemon that is root's by every uid, when root owns the
+//! binary and nobody else may write it.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use super::process::TunOwner;
 use super::trusted::{self, Untrusted};
 
 /// tincd binaries are a few hundred kilobytes; a static build a few megabytes.
 const MAX_BINARY: u64 = 64 << 20;
 
-/// The version compiled into the binary of process `pid`.
-pub fn version_of(pid: u32) -> Result<Option<String>, Untrusted> {
-    let exe = format!("/proc/{pid}/exe");
-    let binary = trusted::read_root_owned(Path::new(&exe), MAX_BINARY)?;
+/// The version compiled into the binary of the daemon `owner`; the error says why it
+/// was not read.
+pub fn version_of(owner: &TunOwner) -> Result<Option<String>, String> {
+    let exe = format!("/proc/{}/exe", owner.pid);
+    if !owner.uids.root() {
+        // Whose the binary is, too, when that is another user's as well.
+        let binary = match std::fs::metadata(&exe) {
+            Ok(m) if m.uid() != 0 => format!("{}, and ", Untrusted::Owner(m.uid())),
+            _ => String::new(),
+        };
+        return Err(format!(
+            "{binary}the daemon runs as {}, not root",
+            owner.uids
+        ));
+    }
+    let binary =
+        trusted::read_root_owned(Path::new(&exe), MAX_BINARY).map_err(|e| e.to_string())?;
     Ok(version_in(&binary))
 }
 

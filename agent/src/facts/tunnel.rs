@@ -52,7 +52,7 @@ fn kind_from_daemon(
     let cmd = owner.command.to_lowercase();
     if cmd.starts_with("tinc") {
         // Debian and most distributions ship tinc 1.0 (legacy protocol); 1.1 speaks SPTPS.
-        let sptps = match tinc::version_of(owner.pid) {
+        let sptps = match tinc::version_of(owner) {
             Ok(Some(v)) => tinc::speaks_sptps(&v),
             Ok(None) => false,
             Err(why) => {
@@ -90,7 +90,8 @@ const MAX_CONFIG: u64 = 1 << 20;
 
 /// True if fastd's configuration offers only the `null` method (1 byte of framing instead
 /// of 24): `method "null";` lines and no other method. The file is read only for a daemon
-/// running as root, and only if root owns it and nobody else may write it.
+/// that is root's by every uid (not a setuid program another user started), and only if
+/// root owns it and nobody else may write it.
 fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
     let Some(path) = owner.config_file() else {
         return false;
@@ -102,10 +103,10 @@ fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
             path.display()
         )
     };
-    if owner.uid != 0 {
+    if !owner.uids.root() {
         notes.push(skipped(format!(
-            "the daemon (pid {}) runs as uid {}, not root",
-            owner.pid, owner.uid
+            "the daemon (pid {}) runs as {}, not root",
+            owner.pid, owner.uids
         )));
         return false;
     }

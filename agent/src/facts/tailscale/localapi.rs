@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
 use super::Error;
+use crate::facts::trusted::{self, trusted_uid};
 
 /// The host name tailscale's client sends (`client/tailscale/apitype.LocalAPIHost`).
 const LOCALAPI_HOST: &str = "local-tailscaled.sock";
@@ -24,11 +25,6 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The status document grows with the tailnet (about 2 KiB per peer).
 const MAX_BODY: usize = 32 << 20;
-
-/// Whether `uid` is root or this process's user.
-fn trusted_uid(uid: u32) -> bool {
-    uid == 0 || uid == nix::unistd::geteuid().as_raw()
-}
 
 /// `path` if it is a socket that root (or this process's user) owns: another user could
 /// listen there and answer with peers of their choosing.
@@ -43,9 +39,10 @@ pub fn trusted_socket(path: &Path) -> Result<PathBuf, Error> {
     Ok(path.to_owned())
 }
 
-/// Connects to the trusted socket at `path` and checks who listens on it (SO_PEERCRED): the
-/// file checked before connecting may have been replaced in between by a user who can write
-/// to its directory, so the listener must be root's (or this user's) too.
+/// Connects to the trusted socket at `path` and checks who listens on it (SO_PEERCRED,
+/// [`trusted::check_listener`]): the file checked before connecting may have been replaced
+/// in between by a user who can write to its directory, so the listener must be root's
+/// (or this user's) too, by every uid of its process.
 async fn connect(path: &Path) -> Result<tokio::net::UnixStream, Error> {
     let socket = trusted_socket(path)?;
     let stream = tokio::net::UnixStream::connect(&socket)
@@ -53,11 +50,9 @@ async fn connect(path: &Path) -> Result<tokio::net::UnixStream, Error> {
         .map_err(|e| Error::Io(socket.clone(), e))?;
     let listener = stream
         .peer_cred()
-        .map_err(|e| Error::Io(socket.clone(), e))?
-        .uid();
-    if !trusted_uid(listener) {
-        return Err(Error::UntrustedListener(socket, listener));
-    }
+        .map_err(|e| Error::Io(socket.clone(), e))?;
+    trusted::check_listener(listener.uid(), listener.pid())
+        .map_err(|why| Error::UntrustedListener(socket, why))?;
     Ok(stream)
 }
 

@@ -2,7 +2,7 @@
 //! tells what it knows of its peers through its LocalAPI, HTTP over a unix socket.
 //!
 //! netdoctor recognises the device by the process holding it (command `tailscaled`,
-//! running as root or as netdoctor's user), takes the socket's path from that process's
+//! running as root or as netdoctor's user by its real, effective and saved uids), takes the socket's path from that process's
 //! command line (`--socket`, else tailscaled's default), reaches it through the
 //! process's root directory (`/proc/PID/root`, so a daemon in a container is found too)
 //! and asks it only if root or netdoctor's user owns it. The `tailscale` command is never
@@ -35,8 +35,8 @@ pub enum Error {
     #[error("{0} belongs to uid {1}, not root: not asked")]
     Untrusted(PathBuf, u32),
     /// The process listening on the socket runs as another user.
-    #[error("{0} is served by a process of uid {1}, not root: not asked")]
-    UntrustedListener(PathBuf, u32),
+    #[error("{0}: {1}: not asked")]
+    UntrustedListener(PathBuf, crate::facts::trusted::Untrusted),
     /// Something else than a socket is at the path.
     #[error("{0} is not a socket")]
     NotASocket(PathBuf),
@@ -69,10 +69,11 @@ pub struct Daemon {
 }
 
 /// The tailscaled serving TUN device `ifname` in this network namespace, if one does and
-/// runs as root or as netdoctor's user (anyone else could name a process `tailscaled`).
+/// runs as root or as netdoctor's user by every uid (anyone else could name a process
+/// `tailscaled`, a setuid-root program they start included).
 pub fn daemon_of(ifname: &str) -> Option<Daemon> {
     let owner = process::tun_owner_named(ifname, COMMAND)?;
-    if owner.uid != 0 && owner.uid != nix::unistd::geteuid().as_raw() {
+    if !owner.uids.trusted() {
         return None;
     }
     Some(Daemon {
@@ -152,7 +153,7 @@ mod tests {
             pid: 42,
             command: COMMAND.into(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
-            uid: 0,
+            uids: crate::facts::trusted::Uids::all(0),
             udp_ports: udp_ports.to_vec(),
         }
     }

@@ -1,49 +1,17 @@
-//! Reading files that other programs name, as root, without trusting their owners.
-//!
-//! netdoctor runs as root and learns paths from other processes (a daemon's binary, its
-//! `--config` file). Such a file is read only when root owns it and nobody else may write
-//! it, so an unprivileged user cannot feed netdoctor what it reads. It is only ever read,
-//! never executed.
+//! Reading files other programs name, as [`super`] says: only regular files root owns and
+//! nobody else may write, at most a given size.
 
-use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Why a file was not read.
-#[derive(Debug)]
-pub enum Untrusted {
-    /// Another user than root owns it.
-    Owner(u32),
-    /// Group or others may write it (the mode).
-    Writable(u32),
-    /// Not a regular file.
-    NotAFile,
-    /// Larger than the caller reads.
-    TooLarge(u64),
-    /// It could not be opened or read.
-    Io(std::io::Error),
-}
+use super::Untrusted;
 
-impl fmt::Display for Untrusted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Untrusted::Owner(uid) => write!(f, "it belongs to uid {uid}, not root"),
-            Untrusted::Writable(mode) => {
-                write!(f, "users other than root may write it (mode {mode:o})")
-            }
-            Untrusted::NotAFile => write!(f, "it is not a regular file"),
-            Untrusted::TooLarge(n) => write!(f, "it is {n} bytes long"),
-            Untrusted::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// Reads `path` (at most `max` bytes) if root owns it and only root may write it. The
-/// checks are made on the opened file, so a file swapped in between cannot pass.
-pub fn read_root_owned(path: &Path, max: u64) -> Result<Vec<u8>, Untrusted> {
-    // O_NONBLOCK: a FIFO put in the file's place must not hang the diagnosis.
+/// Opens `path` for reading without hanging or taking a terminal (a FIFO with no writer
+/// must not hang, a tty must not become netdoctor's), and returns it with its metadata
+/// if it is a regular file.
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Untrusted> {
     let file = File::options()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -53,20 +21,36 @@ pub fn read_root_owned(path: &Path, max: u64) -> Result<Vec<u8>, Untrusted> {
     if !meta.is_file() {
         return Err(Untrusted::NotAFile);
     }
+    Ok((file, meta))
+}
+
+/// At most `max` bytes of `file`, whose metadata says `meta`; longer is an error, even
+/// when the file grew since.
+fn read_bounded(file: File, meta: &std::fs::Metadata, max: u64) -> Result<Vec<u8>, Untrusted> {
+    if meta.len() > max {
+        return Err(Untrusted::TooLarge(meta.len()));
+    }
+    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(max + 1)
+        .read_to_end(&mut data)
+        .map_err(Untrusted::Io)?;
+    if data.len() as u64 > max {
+        return Err(Untrusted::TooLarge(data.len() as u64));
+    }
+    Ok(data)
+}
+
+/// Reads `path` (at most `max` bytes) if root owns it and only root may write it. The
+/// checks are made on the opened file, so a file swapped in between cannot pass.
+pub fn read_root_owned(path: &Path, max: u64) -> Result<Vec<u8>, Untrusted> {
+    let (file, meta) = open_regular(path)?;
     if meta.uid() != 0 {
         return Err(Untrusted::Owner(meta.uid()));
     }
     if meta.mode() & 0o022 != 0 {
         return Err(Untrusted::Writable(meta.mode() & 0o7777));
     }
-    if meta.len() > max {
-        return Err(Untrusted::TooLarge(meta.len()));
-    }
-    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(max)
-        .read_to_end(&mut data)
-        .map_err(Untrusted::Io)?;
-    Ok(data)
+    read_bounded(file, &meta, max)
 }
 
 #[cfg(test)]

@@ -214,7 +214,8 @@ pub async fn diagnose(
         _ => crate::kernel::packet::Snapshot::default(),
     };
     drop(dp);
-    let end = build::Snapshot::take(&tunnel::refresh(&tun).await, drops.as_ref())?
+    let refreshed = refresh_until(&tun, window_end + AFTER_WINDOW, &mut notes).await;
+    let end = build::Snapshot::take(&refreshed, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
@@ -277,4 +278,28 @@ pub async fn diagnose(
         not_evaluated: evaluation.not_evaluated,
         notes,
     })
+}
+
+/// The tunnel with its peers read again ([`tunnel::refresh`]) if they answer by `until`
+/// (a stuck daemon must not hold the diagnosis up); else as it was, with a note.
+async fn refresh_until(
+    tun: &tunnel::ConfiguredTunnel,
+    until: Instant,
+    notes: &mut Vec<String>,
+) -> tunnel::ConfiguredTunnel {
+    let until = tokio::time::Instant::from_std(until);
+    match tokio::time::timeout_at(until, tunnel::refresh(tun)).await {
+        Ok(t) => t,
+        Err(_) => {
+            notes.push(format!(
+                "the peers of {} were not read again at the end of the observation: no \
+                 answer within the diagnosis's time (--duration plus a second); their \
+                 counters and handshakes are those of its start",
+                tun.wireguard
+                    .as_ref()
+                    .map_or("the tunnel", |d| d.name.as_str())
+            ));
+            tun.clone()
+        }
+    }
 }

@@ -52,7 +52,9 @@ pub async fn settle(
     let deadline = deadline.min(Instant::now() + GRACE);
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let Some((dev, _)) = tunnel::read_peers(tun).await else {
+        let until = tokio::time::Instant::from_std(deadline);
+        let Ok(Some((dev, _))) = tokio::time::timeout_at(until, tunnel::read_peers(tun)).await
+        else {
             return;
         };
         let now = now_unix();

@@ -6,6 +6,8 @@
 //! for tailscaled: its LocalAPI socket (`--socket`) is asked only when root runs the daemon,
 //! owns the socket and listens on it. A daemon is root's only when its real, effective and
 //! saved uids all are: the stand-in installed setuid root and run by another user is not.
+//! A WireGuard UAPI socket (`fake-uapi` stands in for what serves it) is believed only when
+//! it is a socket root owns and listens on, and is read within a deadline and bounds.
 //!
 //! Needs root; skips elsewhere, fails under CI=true. One module per subject.
 

@@ -1,12 +1,12 @@
-//! Reading files other programs name, as [`super`] says: only regular files root owns and
-//! nobody else may write, at most a given size.
+//! Reading files other programs name, and checking socket files, as [`super`] says: only
+//! regular files (sockets) root owns and nobody else may write, at most a given size.
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use super::Untrusted;
+use super::{trusted_uid, Untrusted};
 
 /// Opens `path` for reading without hanging or taking a terminal (a FIFO with no writer
 /// must not hang, a tty must not become netdoctor's), and returns it with its metadata
@@ -51,6 +51,20 @@ pub fn read_root_owned(path: &Path, max: u64) -> Result<Vec<u8>, Untrusted> {
         return Err(Untrusted::Writable(meta.mode() & 0o7777));
     }
     read_bounded(file, &meta, max)
+}
+
+/// Checks that `path` is itself a socket (not a symbolic link to one, which whoever
+/// owns its target chose) and that root (or this process's user) owns it. Who listens
+/// on it is [`super::check_listener`]'s to check once connected.
+pub fn socket_file(path: &Path) -> Result<(), Untrusted> {
+    let meta = std::fs::symlink_metadata(path).map_err(Untrusted::Io)?;
+    if !meta.file_type().is_socket() {
+        return Err(Untrusted::NotASocket);
+    }
+    if !trusted_uid(meta.uid()) {
+        return Err(Untrusted::Owner(meta.uid()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -98,5 +112,26 @@ mod tests {
             read_root_owned(dir.path(), 1 << 20),
             Err(Untrusted::NotAFile)
         ));
+    }
+
+    #[test]
+    fn only_sockets_themselves_are_sockets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wg0.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        socket_file(&path).expect("a socket of this user");
+        let link = dir.path().join("wg1.sock");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(matches!(socket_file(&link), Err(Untrusted::NotASocket)));
+        let file = dir.path().join("wg2.sock");
+        std::fs::write(&file, "").expect("write");
+        assert!(matches!(socket_file(&file), Err(Untrusted::NotASocket)));
+        if !root() {
+            assert!(std::env::var("CI").is_err(), "CI must run this as root");
+            println!("SKIP: needs root to give the socket to another user");
+            return;
+        }
+        nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).expect("chown");
+        assert!(matches!(socket_file(&path), Err(Untrusted::Owner(65534))));
     }
 }

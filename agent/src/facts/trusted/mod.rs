@@ -8,8 +8,9 @@
 //! - A process ([`Uids`]) counts as root's only when its real, effective and saved uids
 //!   are all 0: a setuid-root program another user started has effective uid 0 but is
 //!   that user's to steer (its name, arguments and descriptors are theirs).
-//! - A socket is asked only when the process listening on it ([`check_listener`],
-//!   `SO_PEERCRED`) is root's.
+//! - A socket ([`socket_file`], [`check_listener`]) is asked only when it is a socket
+//!   (not a symbolic link to one elsewhere), root owns it, and the process listening on
+//!   it (`SO_PEERCRED`) is root's.
 //!
 //! Wherever netdoctor's own user is trusted too (it may run as a user of its own), it
 //! is trusted the same way: every uid root or that user.
@@ -19,7 +20,7 @@ mod uids;
 
 use std::fmt;
 
-pub use file::read_root_owned;
+pub use file::{read_root_owned, socket_file};
 pub use uids::{check_listener, Uids};
 
 /// Whether `uid` is root or this process's (effective) user.
@@ -38,6 +39,8 @@ pub enum Untrusted {
     NotAFile,
     /// Larger than the caller reads.
     TooLarge(u64),
+    /// Not a socket: a symbolic link to one, or another kind of file.
+    NotASocket,
     /// The process listening on the socket runs as another user (`SO_PEERCRED`).
     Listener(u32),
     /// The process listening on the socket has a uid of another user (a setuid program
@@ -56,6 +59,7 @@ impl fmt::Display for Untrusted {
             }
             Untrusted::NotAFile => write!(f, "it is not a regular file"),
             Untrusted::TooLarge(n) => write!(f, "it is {n} bytes long"),
+            Untrusted::NotASocket => write!(f, "it is not a socket (a symbolic link or a file)"),
             Untrusted::Listener(uid) => {
                 write!(f, "it is served by a process of uid {uid}, not root")
             }

@@ -1,18 +1,15 @@
 //! WireGuard devices and peers ([`Device`], [`Peer`]), read by [`query`]: kernel WireGuard
 //! over generic netlink ([`super::wg_netlink`]), userspace implementations from their UAPI
 //! socket (`/var/run/wireguard/NAME.sock`, the cross-platform configuration protocol that
-//! wireguard-go, boringtun and others serve): `get=1`, answered with `key=value` lines.
+//! wireguard-go, boringtun and others serve): `get=1`, answered with `key=value` lines,
+//! asked only of root and read within a deadline and bounds ([`uapi`]).
 
-use std::io::{BufRead, BufReader, Write};
+mod uapi;
+
 use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use base64::Engine;
 use serde::Serialize;
-
-use crate::facts::iface::WIREGUARD_UAPI_DIR;
 
 /// One configured peer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -46,55 +43,14 @@ pub struct Device {
     pub peers: Vec<Peer>,
 }
 
-/// The UAPI socket of interface `name`: `Ok(None)` when there is none, an error when it
-/// belongs to another user than root (or this process's user), who could answer with
-/// peers of their choosing.
-pub fn uapi_socket(name: &str) -> std::io::Result<Option<PathBuf>> {
-    use std::os::unix::fs::MetadataExt;
-    let path = Path::new(WIREGUARD_UAPI_DIR).join(format!("{name}.sock"));
-    let meta = match std::fs::symlink_metadata(&path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != 0 && meta.uid() != me {
-        return Err(std::io::Error::other(format!(
-            "{} belongs to uid {}, not root: not asked",
-            path.display(),
-            meta.uid()
-        )));
-    }
-    Ok(Some(path))
-}
-
-/// Asks the UAPI socket of interface `name` ([`uapi_socket`]); `Ok(None)` when there is
-/// no such socket.
-pub fn query_uapi(name: &str) -> std::io::Result<Option<Device>> {
-    let Some(path) = uapi_socket(name)? else {
-        return Ok(None);
-    };
-    let mut stream = UnixStream::connect(&path)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.write_all(b"get=1\n\n")?;
-    let mut lines = Vec::new();
-    for line in BufReader::new(stream).lines() {
-        let line = line?;
-        if line.is_empty() {
-            break;
-        }
-        lines.push(line);
-    }
-    parse(&lines).map(|mut d| {
-        d.name = name.to_owned();
-        Some(d)
-    })
-}
+#[cfg(test)]
+use uapi::parse;
+pub use uapi::{query_uapi, uapi_socket};
 
 /// The device's state: from its UAPI socket if it has one (a userspace implementation),
 /// else from the kernel over generic netlink ([`super::wg_netlink`]).
 pub async fn query(name: &str) -> std::io::Result<Option<Device>> {
-    if let Some(d) = query_uapi(name)? {
+    if let Some(d) = query_uapi(name).await? {
         return Ok(Some(d));
     }
     super::wg_netlink::query(name).await.map(Some)
@@ -106,42 +62,6 @@ pub(crate) fn hex_to_base64(hex: &str) -> String {
         .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
         .collect();
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// Parses a `get=1` answer.
-pub fn parse(lines: &[String]) -> std::io::Result<Device> {
-    let mut dev = Device::default();
-    for line in lines {
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let peer = dev.peers.last_mut();
-        match (key, peer) {
-            ("errno", _) if value != "0" => {
-                return Err(std::io::Error::other(format!(
-                    "UAPI get failed with errno {value}"
-                )));
-            }
-            ("listen_port", _) => dev.listen_port = value.parse().unwrap_or(0),
-            ("fwmark", _) => dev.fwmark = value.parse().unwrap_or(0),
-            ("public_key", _) => dev.peers.push(Peer {
-                public_key: hex_to_base64(value),
-                ..Peer::default()
-            }),
-            ("endpoint", Some(p)) => p.endpoint = value.parse().ok(),
-            ("allowed_ip", Some(p)) => p.allowed_ips.push(value.to_owned()),
-            ("last_handshake_time_sec", Some(p)) => {
-                p.last_handshake_unix = value.parse().unwrap_or(0)
-            }
-            ("rx_bytes", Some(p)) => p.rx_bytes = value.parse().unwrap_or(0),
-            ("tx_bytes", Some(p)) => p.tx_bytes = value.parse().unwrap_or(0),
-            ("persistent_keepalive_interval", Some(p)) => {
-                p.persistent_keepalive = value.parse().unwrap_or(0)
-            }
-            _ => {}
-        }
-    }
-    Ok(dev)
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 //! - the node's network namespace: a lab namespace (`--network ns:/run/netns/NAME`);
 //! - writable hostPath volumes (the history): a temporary directory, so a test never
 //!   writes the host's `/var/lib/netdoctor`; read-only ones are the host's own paths;
-//! - Secret volumes: a temporary directory holding the token, with the volume's mode;
+//! - Secret volumes: a temporary directory holding the token, laid out as the kubelet
+//!   does (`KEY -> ..data/KEY`, `..data -> ..TIMESTAMP`, a sticky directory), with the
+//!   volume's mode;
 //! - `seccompProfile: RuntimeDefault`: podman's default profile plus what containerd's
 //!   (≥ 1.7) adds, `bpf` with CAP_BPF and `perf_event_open` with CAP_PERFMON; podman 4.3's
 //!   own allows them only with CAP_SYS_ADMIN;
@@ -257,9 +259,7 @@ impl PodRun {
                         let key = file
                             .strip_prefix(&format!("{target}/"))
                             .with_context(|| format!("--token-file {file} is not in {target}"))?;
-                        let path = dir.path().join(key);
-                        std::fs::write(&path, &value)?;
-                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+                        let path = secret_file(dir.path(), key, &value, mode)?;
                         token = Some((value.clone(), path));
                     }
                 }
@@ -369,4 +369,23 @@ fn rand_u128() -> Result<u128> {
     let mut bytes = [0u8; 16];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
     Ok(u128::from_le_bytes(bytes))
+}
+
+/// Writes `value` under `key` in Secret volume `dir` as the kubelet's atomic writer lays
+/// it out: the file (mode `mode`, root's) in a timestamped directory, `..data` linking to
+/// that directory, `key` linking to `..data/key`, the volume's root sticky and writable by
+/// all (the tmpfs the kubelet mounts). Returns the path of `key`.
+fn secret_file(dir: &Path, key: &str, value: &str, mode: u32) -> Result<PathBuf> {
+    const DATA: &str = "..2026_01_01_00_00_00.000000001";
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777))?;
+    std::fs::create_dir_all(dir.join(DATA))?;
+    let file = dir.join(DATA).join(key);
+    std::fs::write(&file, value)?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode))?;
+    if !dir.join("..data").exists() {
+        std::os::unix::fs::symlink(DATA, dir.join("..data"))?;
+    }
+    let path = dir.join(key);
+    std::os::unix::fs::symlink(format!("..data/{key}"), &path)?;
+    Ok(path)
 }

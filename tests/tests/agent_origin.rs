@@ -172,6 +172,7 @@ fn a_public_listener_answers_its_address_and_allowed_names_only() -> Result<()> 
     let token = "0123456789abcdef0123456789abcdef";
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, token)?;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
     let port = DEFAULT_PORT + 1;
     let listen = format!("0.0.0.0:{port}");
     let agent = Agent::start_with_token(

@@ -11,6 +11,7 @@
 //! listens on loopback: the test thread enters it once the lab is built (`setns` affects
 //! only the calling thread, and children inherit it).
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
@@ -199,6 +200,7 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
     let token = "e2e-0123456789abcdef0123456789abcdef";
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, token)?;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
     let agent = Agent::start_with_token(
         &lab.pair.a,
         &[

@@ -83,7 +83,9 @@ pub struct Overrides {
         env = "NETDOCTOR_ALLOWED_HOST"
     )]
     pub allowed_host: Vec<String>,
-    /// File holding the bearer token every request must carry (except /healthz).
+    /// File holding the bearer token every request must carry (except /healthz): a
+    /// regular file of root's (or the agent's user's) that nobody else may write or read
+    /// (mode 0600, or 0640 to share it with its group).
     #[arg(long, value_name = "FILE", env = "NETDOCTOR_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// SQLite database of findings and samples [default: /var/lib/netdoctor/netdoctor.db].
@@ -199,15 +201,15 @@ impl Config {
             None => DEFAULT_LISTEN.parse()?,
         };
         let token = match o.token_file.as_ref().or(file.token_file.as_ref()) {
-            Some(path) => Some(read_token(path)?),
+            Some(path) => Some(super::token::read(path)?),
             None => None,
         };
         if !listen.ip().is_loopback() && token.is_none() {
             anyhow::bail!(
                 "refusing to listen on {listen} without a token: anyone who can reach it \
                  could read this host's traffic and findings. Give --token-file FILE (a file \
-                 holding a random secret, e.g. `openssl rand -hex 32 > FILE`), or listen on \
-                 127.0.0.1."
+                 only root may read, holding a random secret, e.g. `(umask 077; openssl rand \
+                 -hex 32 > FILE)`), or listen on 127.0.0.1."
             );
         }
         let pick = |flag: &[String], file: Option<Vec<String>>| {
@@ -301,19 +303,6 @@ fn valid_host_name(name: &str) -> bool {
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-}
-
-fn read_token(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("reading the token file {}: {e}", path.display()))?;
-    let token = text.trim().to_owned();
-    anyhow::ensure!(
-        token.len() >= 16,
-        "the token in {} is {} characters long; use at least 16 (e.g. `openssl rand -hex 32`)",
-        path.display(),
-        token.len()
-    );
-    Ok(token)
 }
 
 #[cfg(test)]

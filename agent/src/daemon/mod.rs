@@ -14,6 +14,7 @@ pub(crate) mod monitor;
 pub(crate) mod select;
 pub(crate) mod state;
 pub mod store;
+pub(crate) mod token;
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! lab namespace, a wireguard-go tunnel over a veth underlay with ping and iperf3 traffic,
 //! and every answer checked over real HTTP against what the lab set up (MTUs, addresses,
 //! ports, congestion control). Also the security contract: no public address without a
-//! token, bearer tokens, and 400s naming the bad parameter, never a 5xx.
+//! token, bearer tokens, token files only root may write or read, and 400s naming the
+//! bad parameter, never a 5xx.
 //!
 //! Needs root, BPF and the lab tools; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
@@ -14,5 +15,6 @@ mod lab;
 
 mod diagnose;
 mod security;
+mod token_file;
 mod while_traffic;
 mod wireguard;

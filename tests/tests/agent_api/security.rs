@@ -1,5 +1,6 @@
 //! 6. Security: public addresses need a token; tokens; bad parameters.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
@@ -69,6 +70,8 @@ fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
     ensure!(token.len() == 32);
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{token}\n"))?;
+    // Only root may read it: the agent refuses a token file others may read.
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
     let token_path = token_file.to_string_lossy().into_owned();
     let agent = Agent::start_with_token(
         &ns,

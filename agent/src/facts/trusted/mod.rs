@@ -2,9 +2,9 @@
 //! reads because another program names them, the processes whose command line it takes
 //! as a daemon's, and the sockets it asks. The one place for "is this root's" checks.
 //!
-//! - A file ([`read_root_owned`]) is read only when root owns it and nobody else may
-//!   write it, from a regular file, at most a given size, checked on the opened file so
-//!   one swapped in between cannot pass.
+//! - A file ([`read_root_owned`], [`read_private`]) is read only when root owns it and
+//!   nobody else may write it, from a regular file, at most a given size, checked on the
+//!   opened file so one swapped in between cannot pass.
 //! - A process ([`Uids`]) counts as root's only when its real, effective and saved uids
 //!   are all 0: a setuid-root program another user started has effective uid 0 but is
 //!   that user's to steer (its name, arguments and descriptors are theirs).
@@ -19,8 +19,9 @@ mod file;
 mod uids;
 
 use std::fmt;
+use std::path::PathBuf;
 
-pub use file::{read_root_owned, socket_file};
+pub use file::{read_private, read_root_owned, socket_file};
 pub use uids::{check_listener, Uids};
 
 /// Whether `uid` is root or this process's (effective) user.
@@ -35,10 +36,18 @@ pub enum Untrusted {
     Owner(u32),
     /// Group or others may write it (the mode).
     Writable(u32),
+    /// Others may read it (the mode): a secret would not be one.
+    Readable(u32),
     /// Not a regular file.
     NotAFile,
     /// Larger than the caller reads.
     TooLarge(u64),
+    /// A symbolic link another user owns (its owner chose where it leads).
+    Link(u32),
+    /// Its directory belongs to another user, who may replace what it holds.
+    DirOwner(PathBuf, u32),
+    /// Its directory may be written by others and is not sticky (the mode).
+    DirWritable(PathBuf, u32),
     /// Not a socket: a symbolic link to one, or another kind of file.
     NotASocket,
     /// The process listening on the socket runs as another user (`SO_PEERCRED`).
@@ -57,8 +66,30 @@ impl fmt::Display for Untrusted {
             Untrusted::Writable(mode) => {
                 write!(f, "users other than root may write it (mode {mode:o})")
             }
+            Untrusted::Readable(mode) => {
+                write!(f, "users other than root may read it (mode {mode:o})")
+            }
             Untrusted::NotAFile => write!(f, "it is not a regular file"),
             Untrusted::TooLarge(n) => write!(f, "it is {n} bytes long"),
+            Untrusted::Link(uid) => {
+                write!(
+                    f,
+                    "it is a symbolic link that belongs to uid {uid}, not root"
+                )
+            }
+            Untrusted::DirOwner(dir, uid) => {
+                write!(
+                    f,
+                    "its directory {} belongs to uid {uid}, not root",
+                    dir.display()
+                )
+            }
+            Untrusted::DirWritable(dir, mode) => write!(
+                f,
+                "its directory {} may be written by users other than root and is not sticky \
+                 (mode {mode:o})",
+                dir.display()
+            ),
             Untrusted::NotASocket => write!(f, "it is not a socket (a symbolic link or a file)"),
             Untrusted::Listener(uid) => {
                 write!(f, "it is served by a process of uid {uid}, not root")

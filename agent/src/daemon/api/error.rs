@@ -28,6 +28,11 @@ pub enum ApiError {
          it with --allowed-host NAME"
     )]
     ForeignHost(String),
+    /// The request's `Host` is malformed, missing from HTTP/1.1, or given twice: why.
+    #[error(
+        "bad Host: {0}; send exactly one Host header naming this agent, e.g. Host: 127.0.0.1:9469"
+    )]
+    BadHost(String),
     /// A request that runs work could have been sent by a page of another site: why.
     #[error("refused because {0}")]
     CrossSite(String),
@@ -74,6 +79,10 @@ impl IntoResponse for ApiError {
             ApiError::ForeignHost(_) => (
                 StatusCode::FORBIDDEN,
                 json!({"code": "foreign_host", "message": message}),
+            ),
+            ApiError::BadHost(_) => (
+                StatusCode::BAD_REQUEST,
+                json!({"code": "bad_host", "message": message}),
             ),
             ApiError::CrossSite(_) => (
                 StatusCode::FORBIDDEN,

@@ -2,6 +2,7 @@
 //! probes and the embedded dashboard, one router per module. Contract: `docs/api.md`.
 
 mod auth;
+mod authority;
 mod dashboard;
 mod diagnose;
 mod error;
@@ -37,7 +38,7 @@ pub struct AppState {
 /// The whole application.
 pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
     let state = AppState {
-        hosts: HostPolicy::new(shared.config.listen, &shared.config.allowed_hosts),
+        hosts: HostPolicy::new(shared.config.listen, &shared.config.allowed_hosts)?,
         metrics: Metrics::new(shared.clone())?,
         shared,
         diagnosing: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -70,3 +71,6 @@ pub fn router(shared: Arc<Shared>) -> anyhow::Result<Router> {
         .layer(tower_http::limit::RequestBodyLimitLayer::new(1024))
         .with_state(state))
 }
+
+#[cfg(test)]
+mod tests;

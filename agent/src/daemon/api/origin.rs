@@ -15,15 +15,19 @@
 //!   `Sec-Fetch-Site` header, when present, must say the request comes from the agent's
 //!   own pages.
 //!
-//! Requests without `Host` (HTTP/1.0 tools) come from no browser and are let through.
+//! `Host` and `Origin` are parsed exactly ([`authority`](super::authority)) and compared
+//! whole. A request with two `Host` headers, a `Host` that does not parse, or an HTTP/1.1
+//! request without one gets 400 (RFC 9112 §3.2); HTTP/1.0 requests without `Host` come from
+//! no browser and are let through.
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method};
+use axum::http::{header, HeaderMap, Method, Version};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::authority::{self, Host};
 use super::error::ApiError;
 use super::AppState;
 
@@ -31,89 +35,97 @@ use super::AppState;
 #[derive(Debug, Clone)]
 pub struct HostPolicy {
     listen: IpAddr,
-    /// `--allowed-host` names, lower case, without a trailing dot.
-    names: Vec<String>,
+    /// `--allowed-host` names and addresses.
+    names: Vec<Host>,
 }
 
 impl HostPolicy {
-    /// The policy of an agent listening on `listen` with extra `names` allowed.
-    pub fn new(listen: SocketAddr, names: &[String]) -> Self {
-        HostPolicy {
+    /// The policy of an agent listening on `listen` with extra `names` allowed; an error
+    /// names the first of them that is not a host.
+    pub fn new(listen: SocketAddr, names: &[String]) -> anyhow::Result<Self> {
+        let names = names
+            .iter()
+            .map(|n| {
+                authority::parse_name(n).map_err(|e| anyhow::anyhow!("--allowed-host {n:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(HostPolicy {
             listen: listen.ip(),
-            names: names.iter().map(|n| normalize(n)).collect(),
-        }
+            names,
+        })
     }
 
     /// Whether `host` (a `Host` header value or a URI authority, with or without a port)
     /// names this agent.
+    #[cfg(test)]
     pub fn allows(&self, host: &str) -> bool {
-        let Some(name) = host_name(host) else {
-            return false;
-        };
-        if self.names.contains(&name) {
+        self.check(host).unwrap_or(false)
+    }
+
+    /// Whether `value` names this agent; `Err` says why it is no host at all.
+    pub fn check(&self, value: &str) -> Result<bool, String> {
+        authority::parse_host(value).map(|h| self.names_agent(&h))
+    }
+
+    /// Whether `host` is one of this agent's names.
+    fn names_agent(&self, host: &Host) -> bool {
+        if self.names.contains(host) {
             return true;
         }
         // A loopback listener is reached by loopback names; an unspecified one by every
         // address, loopback included.
         let loopback_reachable = self.listen.is_loopback() || self.listen.is_unspecified();
-        match name.parse::<IpAddr>() {
+        match host {
             // An address literal cannot be rebound: it is what the client connected to.
-            Ok(ip) => {
-                ip == self.listen
+            Host::Ip(ip) => {
+                *ip == self.listen
                     || self.listen.is_unspecified()
                     || (loopback_reachable && ip.is_loopback())
             }
-            Err(_) => loopback_reachable && name == "localhost",
+            Host::Name(name) => loopback_reachable && name == "localhost",
         }
     }
 }
 
-/// The host part of a `Host` value, lower case, without brackets, port or trailing dot;
-/// `None` when it is not a valid authority (or carries user information).
-fn host_name(value: &str) -> Option<String> {
-    let authority: axum::http::uri::Authority = value.trim().parse().ok()?;
-    if authority.as_str().contains('@') {
-        return None;
-    }
-    let host = authority.host();
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    Some(normalize(host))
-}
-
-fn normalize(name: &str) -> String {
-    name.trim().trim_end_matches('.').to_ascii_lowercase()
-}
-
 /// What the request says it is addressed to: the absolute-form URI's authority, else the
-/// `Host` header. `Err` when `Host` is not text.
-fn addressed_to(request: &Request) -> Result<Option<String>, ()> {
+/// `Host` header; `None` for an HTTP/1.0 request without one. `Err` says why the request
+/// is malformed.
+fn addressed_to(request: &Request) -> Result<Option<String>, String> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err("more than one Host header".into());
+    }
     if let Some(authority) = request.uri().authority() {
         return Ok(Some(authority.as_str().to_owned()));
     }
-    match request.headers().get(header::HOST) {
+    match host {
+        None if request.version() >= Version::HTTP_11 => {
+            Err("an HTTP/1.1 request without a Host header".into())
+        }
         None => Ok(None),
-        Some(v) => v.to_str().map(|s| Some(s.to_owned())).map_err(|_| ()),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.to_owned()))
+            .map_err(|_| "a Host header that is not text".into()),
     }
 }
 
-/// Refuses requests addressed to a name that is not this agent's.
+/// Refuses requests addressed to a name that is not this agent's (403), and requests whose
+/// `Host` is malformed (400).
 pub async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let allowed = match addressed_to(&request) {
-        Ok(None) => true,
-        Ok(Some(host)) => state.hosts.allows(&host),
-        Err(()) => false,
+    let refused = match addressed_to(&request) {
+        Ok(None) => None,
+        Ok(Some(host)) => match state.hosts.check(&host) {
+            Ok(true) => None,
+            Ok(false) => Some(ApiError::ForeignHost(host)),
+            Err(e) => Some(ApiError::BadHost(format!("Host {host:?}: {e}"))),
+        },
+        Err(e) => Some(ApiError::BadHost(e)),
     };
-    if !allowed {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .unwrap_or_default();
-        tracing::warn!(host, path = %request.uri().path(), "refused: Host names another site");
-        return ApiError::ForeignHost(host).into_response();
+    if let Some(error) = refused {
+        tracing::warn!(path = %request.uri().path(), "refused: {error}");
+        return error.into_response();
     }
     next.run(request).await
 }
@@ -137,35 +149,39 @@ pub async fn check_cross_site(
 
 /// Why a request that runs work may come from another site, if it may.
 fn same_site(headers: &HeaderMap, hosts: &HostPolicy) -> Result<(), String> {
-    let text = |name: header::HeaderName| {
-        headers.get(name).map(|v| {
-            String::from_utf8_lossy(v.as_bytes())
-                .trim()
-                .to_ascii_lowercase()
-        })
+    let texts = |name: header::HeaderName| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .collect()
     };
-    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site")) {
+    for site in texts(header::HeaderName::from_static("sec-fetch-site")) {
         if site != "same-origin" && site != "none" {
             return Err(format!(
                 "the browser says it comes from a page of {site} site"
             ));
         }
     }
-    if let Some(origin) = text(header::ORIGIN) {
-        let authority = origin
-            .split_once("://")
-            .map(|(_, rest)| rest.trim_end_matches('/'));
-        if !authority.is_some_and(|a| hosts.allows(a)) {
+    for origin in texts(header::ORIGIN) {
+        if !authority::parse_origin(&origin).is_ok_and(|h| hosts.names_agent(&h)) {
             return Err(format!(
                 "it comes from a page of {origin:?}, not of this agent"
             ));
         }
     }
-    let json = text(header::CONTENT_TYPE).is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .is_some_and(|t| t.trim() == "application/json")
-    });
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+        .is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "application/json")
+        });
     if !json {
         return Err(
             "it lacks `Content-Type: application/json`, so any web page could have \
@@ -182,7 +198,7 @@ mod tests {
 
     fn policy(listen: &str, names: &[&str]) -> HostPolicy {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        HostPolicy::new(listen.parse().expect("listen address"), &names)
+        HostPolicy::new(listen.parse().expect("listen address"), &names).expect("policy")
     }
 
     #[test]

@@ -6,4 +6,5 @@
 #[allow(dead_code)]
 mod fixture;
 
+mod auth;
 mod origin;

@@ -1,15 +1,15 @@
 //! `POST /api/v1/diagnose/{iface}`: the CLI's diagnosis, with the same JSON.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::params::Params;
+use super::params::{path_text, Params};
 use super::AppState;
 use crate::diagnose::{self, DiagnoseOptions, Progress};
 use crate::kernel::packet::Options;
@@ -29,10 +29,11 @@ impl Progress for Log {
 
 async fn run(
     State(state): State<AppState>,
-    Path(iface): Path<String>,
-    Query(raw): Query<HashMap<String, String>>,
+    iface: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["duration", "probe"])?;
+    let iface = path_text(iface, "iface")?;
+    let p = Params::parse(query.as_deref(), &["duration", "probe"])?;
     let duration = match p.text("duration") {
         None => Duration::from_secs(5),
         Some(d) => crate::duration::parse(&d, crate::duration::MINUTE)

@@ -1,8 +1,6 @@
 //! The SQLite history: findings with their lifecycle, and per-interface samples.
 
-use std::collections::HashMap;
-
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
@@ -34,10 +32,10 @@ fn range(p: &Params) -> Result<(Option<i64>, Option<i64>), ApiError> {
 
 async fn findings(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(
-        raw,
+    let p = Params::parse(
+        query.as_deref(),
         &["interface", "state", "since", "until", "limit", "offset"],
     )?;
     let (limit, offset) = p.page()?;
@@ -70,9 +68,12 @@ async fn findings(
 
 async fn samples(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["interface", "since", "until", "limit", "offset"])?;
+    let p = Params::parse(
+        query.as_deref(),
+        &["interface", "since", "until", "limit", "offset"],
+    )?;
     let (limit, offset) = p.page()?;
     let (since_ms, until_ms) = range(&p)?;
     let now = std::time::SystemTime::now()

@@ -1,14 +1,13 @@
 //! What the monitor published in its last window: interfaces, flows, sockets, drops.
 
-use std::collections::HashMap;
-
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::params::{page, Params};
+use super::params::{page, path_text, Params};
 use super::AppState;
 
 /// Routes of this module.
@@ -23,9 +22,9 @@ pub fn router() -> Router<AppState> {
 
 async fn interfaces(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    Params::new(raw, &[])?;
+    Params::parse(query.as_deref(), &[])?;
     let view = state.shared.view();
     let list: Vec<_> = view.interfaces.values().collect();
     Ok(Json(json!({ "interfaces": list })))
@@ -33,8 +32,9 @@ async fn interfaces(
 
 async fn interface(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let name = path_text(name, "name")?;
     let view = state.shared.view();
     let v = view
         .interfaces
@@ -45,9 +45,9 @@ async fn interface(
 
 async fn flows(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["interface", "limit", "offset"])?;
+    let p = Params::parse(query.as_deref(), &["interface", "limit", "offset"])?;
     let (limit, offset) = p.page()?;
     let only = p.text("interface");
     let view = state.shared.view();
@@ -62,9 +62,9 @@ async fn flows(
 
 async fn sockets(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["interface", "limit", "offset"])?;
+    let p = Params::parse(query.as_deref(), &["interface", "limit", "offset"])?;
     let (limit, offset) = p.page()?;
     let only = p.text("interface");
     let view = state.shared.view();
@@ -78,9 +78,9 @@ async fn sockets(
 
 async fn drops(
     State(state): State<AppState>,
-    Query(raw): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::new(raw, &["interface"])?;
+    let p = Params::parse(query.as_deref(), &["interface"])?;
     let only = p.text("interface");
     let view = state.shared.view();
     let items: Vec<_> = view

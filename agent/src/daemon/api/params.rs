@@ -1,6 +1,12 @@
-//! Query parameters, parsed by hand so that every error names its parameter.
+//! Query parameters, parsed by hand so that every error names its parameter: each name
+//! and value is percent-decoded (`+` is a space) and must be valid UTF-8; a name given
+//! twice, unknown to the endpoint, or a value too long is refused.
 
 use std::collections::HashMap;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::Path;
+use percent_encoding::percent_decode;
 
 use super::error::ApiError;
 
@@ -15,27 +21,64 @@ const MAX_VALUE_LEN: usize = 256;
 #[derive(Debug)]
 pub struct Params(HashMap<String, String>);
 
+/// One `application/x-www-form-urlencoded` name or value, decoded strictly.
+fn decode(raw: &str) -> Result<String, std::str::Utf8Error> {
+    let spaced: Vec<u8> = raw
+        .bytes()
+        .map(|b| if b == b'+' { b' ' } else { b })
+        .collect();
+    percent_decode(&spaced)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+}
+
 impl Params {
-    /// Checks names against `allowed` and lengths against a bound.
-    pub fn new(raw: HashMap<String, String>, allowed: &[&str]) -> Result<Self, ApiError> {
-        for (k, v) in &raw {
-            if !allowed.contains(&k.as_str()) {
+    /// Parses the raw query string (`None`: there is none) and checks names against
+    /// `allowed`, and values against a length bound.
+    pub fn parse(query: Option<&str>, allowed: &[&str]) -> Result<Self, ApiError> {
+        let mut params = HashMap::new();
+        for pair in query
+            .unwrap_or_default()
+            .split('&')
+            .filter(|p| !p.is_empty())
+        {
+            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+            let name = decode(raw_name).map_err(|_| {
+                let shown = String::from_utf8_lossy(
+                    &percent_decode(raw_name.as_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_owned();
+                ApiError::bad(
+                    &shown,
+                    "the parameter's name is not UTF-8 once percent-decoded",
+                )
+            })?;
+            if !allowed.contains(&name.as_str()) {
                 return Err(ApiError::bad(
-                    k,
+                    &name,
                     format!(
                         "unknown parameter; this endpoint takes: {}",
                         allowed.join(", ")
                     ),
                 ));
             }
-            if v.len() > MAX_VALUE_LEN {
+            let value = decode(raw_value).map_err(|_| {
+                ApiError::bad(
+                    &name,
+                    format!("{raw_value:?} is not UTF-8 once percent-decoded"),
+                )
+            })?;
+            if value.len() > MAX_VALUE_LEN {
                 return Err(ApiError::bad(
-                    k,
+                    &name,
                     format!("longer than {MAX_VALUE_LEN} characters"),
                 ));
             }
+            if params.insert(name.clone(), value).is_some() {
+                return Err(ApiError::bad(&name, "given more than once; give it once"));
+            }
         }
-        Ok(Params(raw))
+        Ok(Params(params))
     }
 
     /// A string parameter.
@@ -97,6 +140,16 @@ impl Params {
             )),
         }
     }
+}
+
+/// The value of the path segment `{name}`, which the router percent-decodes; a 400 naming
+/// it when that is not UTF-8.
+pub fn path_text(
+    path: Result<Path<String>, PathRejection>,
+    name: &str,
+) -> Result<String, ApiError> {
+    path.map(|Path(value)| value)
+        .map_err(|e| ApiError::bad(name, e.body_text()))
 }
 
 /// A page of `items` (already filtered), as the API returns lists.

@@ -8,3 +8,4 @@ mod fixture;
 
 mod auth;
 mod origin;
+mod params;

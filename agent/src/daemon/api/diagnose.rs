@@ -54,7 +54,9 @@ async fn run(
     if crate::facts::iface::by_name(&iface).await.is_err() {
         return Err(ApiError::UnknownInterface(iface));
     }
-    let _permit = state
+    // The slot is held by the diagnosis itself, not by this request: a client that goes
+    // away leaves the diagnosis running on its thread, and the next one waits for it.
+    let permit = state
         .diagnosing
         .clone()
         .try_acquire_owned()
@@ -81,6 +83,8 @@ async fn run(
                             None => ApiError::Internal(format!("diagnosis failed: {e}")),
                         })
                 });
+            // Free before answering, so the client may start the next one at once.
+            drop(permit);
             let _ = tx.send(result);
         })
         .map_err(|e| ApiError::Internal(format!("starting the diagnosis: {e}")))?;

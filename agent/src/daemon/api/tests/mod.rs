@@ -7,5 +7,6 @@
 mod fixture;
 
 mod auth;
+mod diagnose;
 mod origin;
 mod params;

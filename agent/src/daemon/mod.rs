@@ -12,6 +12,7 @@ mod links;
 pub(crate) mod metrics;
 pub(crate) mod monitor;
 pub(crate) mod select;
+pub(crate) mod server;
 pub(crate) mod state;
 pub mod store;
 pub(crate) mod token;
@@ -43,9 +44,10 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
         config.database_access,
     )
     .map_err(anyhow::Error::from)?;
+    // Connections may use only their share of the descriptors: the monitor's are kept.
+    let descriptors = server::descriptors::raise_and_share()?;
     // Bind before loading anything, so a port in use fails fast and clearly.
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
+    let listener = server::listen(config.listen)
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", config.listen))?;
 
     let listen = config.listen;
@@ -54,26 +56,31 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
     let monitor = spawn_monitor(shared.clone(), rules, dataplane, stop_rx.clone()).await?;
 
     let app = crate::daemon::api::router(shared.clone())?;
-    let mut server_stop = stop_rx.clone();
+    let limits = server::Limits {
+        connections: descriptors.connections,
+        header_read_timeout: server::HEADER_READ_TIMEOUT,
+    };
     let mut server_deadline = stop_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = server_stop.changed().await;
-    });
+    let server = server::serve(listener, app, limits, stop_rx.clone());
     // Requests in flight (a diagnosis runs up to a minute) get a short grace period, so a
     // stop never outlasts the usual service-manager timeouts.
     let server = async move {
         tokio::select! {
-            served = server => served,
+            () = server => {}
             () = async {
                 let _ = server_deadline.changed().await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             } => {
                 tracing::warn!("requests still running after {}s: abandoned", SHUTDOWN_GRACE.as_secs());
-                Ok(())
             }
         }
     };
-    tracing::info!("serving the API, /metrics and the dashboard on http://{listen}/");
+    tracing::info!(
+        open_files = descriptors.limit,
+        reserved = descriptors.reserve,
+        connections = descriptors.connections,
+        "serving the API, /metrics and the dashboard on http://{listen}/"
+    );
     eprintln!(
         "netdoctor agent: serving http://{listen}/ (API under /api/v1/, metrics at /metrics)"
     );
@@ -83,13 +90,12 @@ pub async fn run(config: Config, dataplane: Options) -> anyhow::Result<()> {
         tracing::info!("{reason}: shutting down");
         let _ = stop_tx.send(true);
     };
-    let (served, ()) = tokio::join!(server, signals);
+    let ((), ()) = tokio::join!(server, signals);
     // The monitor detaches everything as it returns.
     let monitored = tokio::task::spawn_blocking(move || monitor.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the monitor thread panicked"))?;
     monitored?;
-    served.map_err(|e| anyhow::anyhow!("HTTP server: {e}"))?;
     tracing::info!("stopped");
     Ok(())
 }

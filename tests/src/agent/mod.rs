@@ -28,11 +28,13 @@ use std::time::Duration;
 mod http;
 mod metrics;
 mod process;
+mod raw;
 mod reply;
 
 pub use http::request_url;
 pub use metrics::{find_metric, parse_metrics, MetricSample};
 pub use process::{tail, Agent, Auth};
+pub use raw::{exchange, is_closed, raise_open_files, read_reply, RawReply};
 pub use reply::Reply;
 
 /// Port the agent listens on unless `--listen` is given (each namespace has its own

@@ -283,6 +283,11 @@ impl Agent {
         }
     }
 
+    /// The agent's network namespace (a path under /run/netns).
+    pub fn ns_path(&self) -> &Path {
+        &self.ns_path
+    }
+
     /// Address the agent listens on (inside its namespace).
     pub fn addr(&self) -> SocketAddr {
         self.addr

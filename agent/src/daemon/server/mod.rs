@@ -76,20 +76,25 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout)
         .max_header_size(MAX_HEADER_BYTES)
         .max_buf_size(MAX_BUFFER_BYTES);
-    let mut warned_full = false;
+    let (mut warned_full, mut accept_failing) = (false, false);
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // EMFILE and the like: the connection stays in the backlog meanwhile.
-                    tracing::warn!("accepting a connection: {e}");
+                    // Said once until an accept succeeds again.
+                    if !accept_failing {
+                        tracing::warn!("accepting connections: {e}; retrying every {ACCEPT_BACKOFF:?}");
+                    }
+                    accept_failing = true;
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
             },
             _ = stop.changed() => break,
         };
+        accept_failing = false;
         let slot = loop {
             match registry.admit() {
                 Some((slot, evicted)) => {

@@ -8,5 +8,6 @@ mod fixture;
 
 mod auth;
 mod diagnose;
+mod health;
 mod origin;
 mod params;

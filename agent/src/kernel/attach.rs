@@ -3,7 +3,9 @@
 //! The default is BPF links (XDP and tcx through `bpf_link_create`): the kernel detaches
 //! them when the last file descriptor closes, so a killed agent leaves nothing behind.
 //! Netlink attachments (legacy XDP, clsact + cls_bpf) survive the process; they are only a
-//! fallback for kernels without tcx (< 6.6), detached on drop and swept at start-up.
+//! fallback for kernels without tcx (< 6.6), detached on drop and swept at start-up. The
+//! clsact qdisc under the filters goes with them when netdoctor created it
+//! ([`super::clsact`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -11,6 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use clap::ValueEnum;
 use libbpf_rs::{TcHook, TcHookBuilder, Xdp, XdpFlags, TC_EGRESS, TC_INGRESS};
 use serde::Serialize;
+
+use super::clsact::{self, Clsact};
 
 /// Kernel attach types used with `bpf_link_create` (uapi `enum bpf_attach_type`).
 const BPF_XDP: u32 = libbpf_sys::BPF_XDP;
@@ -66,8 +70,9 @@ pub(crate) enum Attachment {
         flags: u32,
         prog: OwnedFd,
     },
-    /// Legacy cls_bpf filter on a clsact qdisc.
-    NetlinkTc(TcHook),
+    /// Legacy cls_bpf filter on a clsact qdisc, and the hold on that qdisc (released after
+    /// the filter is detached).
+    NetlinkTc { hook: TcHook, _clsact: Clsact },
 }
 
 impl Drop for Attachment {
@@ -79,7 +84,7 @@ impl Drop for Attachment {
                 flags,
                 prog,
             } => Xdp::new(prog.as_fd()).detach(*ifindex, XdpFlags::from_bits_truncate(*flags)),
-            Attachment::NetlinkTc(hook) => hook.detach(),
+            Attachment::NetlinkTc { hook, .. } => hook.detach(),
         };
         if let Err(e) = result {
             tracing::warn!("detaching a netlink-attached program failed: {e}");
@@ -170,17 +175,22 @@ pub(crate) fn tc_netlink(
     ifindex: u32,
     ingress: bool,
 ) -> io::Result<Attachment> {
+    let clsact = Clsact::hold(ifindex)?;
     let mut hook = tc_hook(prog, ifindex, ingress);
-    hook.create().map_err(io_error)?; // EEXIST when clsact is already there is fine
     hook.attach().map_err(io_error)?;
-    Ok(Attachment::NetlinkTc(hook))
+    Ok(Attachment::NetlinkTc {
+        hook,
+        _clsact: clsact,
+    })
 }
 
 /// Removes netlink attachments a killed netdoctor left on `ifindex`: cls_bpf filters at our
 /// handle and priority and an XDP program, each only if it carries one of our program
 /// names and no live process holds it (a running `--attach netlink` netdoctor keeps its
-/// programs open; a killed one does not). Returns how many were removed.
-pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]) -> usize {
+/// programs open; a killed one does not). A clsact qdisc left without any filter once
+/// those filters are gone goes too (see [`super::clsact`] for why an empty one, and only
+/// then).
+pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]) -> Swept {
     let leftover = |id: u32| {
         id != 0
             && program_name(id).is_some_and(|n| names.contains(&n.as_str()))
@@ -193,6 +203,14 @@ pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]
             removed += 1;
         }
     }
+    let clsact = removed > 0
+        && clsact::remove_if_empty(ifindex).unwrap_or_else(|e| {
+            tracing::warn!(
+                ifindex,
+                "removing the clsact qdisc a previous netdoctor left: {e}"
+            );
+            false
+        });
     for mode in [XdpMode::Auto, XdpMode::Generic, XdpMode::Native] {
         let xdp = Xdp::new(prog);
         let flags = || XdpFlags::from_bits_truncate(mode.flags());
@@ -203,7 +221,30 @@ pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]
             removed += 1;
         }
     }
-    removed
+    Swept {
+        programs: removed,
+        clsact,
+    }
+}
+
+/// What [`sweep_leftovers`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// Programs (tc filters and XDP).
+    pub programs: usize,
+    /// The clsact qdisc those filters were on, empty without them.
+    pub clsact: bool,
+}
+
+impl Swept {
+    /// What to add to the count of programs removed.
+    pub fn qdisc_note(&self) -> &'static str {
+        if self.clsact {
+            ", and the clsact qdisc it left empty"
+        } else {
+            ""
+        }
+    }
 }
 
 fn program_name(id: u32) -> Option<String> {

@@ -12,6 +12,7 @@
 pub(crate) mod attach;
 pub(crate) mod bpf;
 pub(crate) mod btf;
+mod clsact;
 pub(crate) mod drops;
 mod error;
 pub(crate) mod features;

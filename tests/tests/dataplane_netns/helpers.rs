@@ -1,11 +1,13 @@
 //! What every test reads its report with: addresses, iperf3's port of its data
-//! connection, the one flow matching a predicate, and a tolerance check of counts.
+//! connection, the one flow matching a predicate, and a tolerance check of counts; and for
+//! the attachment tests, netdoctor started in the background, the clsact qdisc and someone
+//! else's tc filter.
 
 use std::net::IpAddr;
 
 use anyhow::{bail, Context, Result};
-use netdoctor_lab::netdoctor::{Flow, Report};
-use netdoctor_lab::Iperf3Report;
+use netdoctor_lab::netdoctor::{self, Flow, Report, START_TIMEOUT};
+use netdoctor_lab::{BgProcess, Iperf3Report, Netns};
 use serde_json::Value;
 
 pub(crate) fn ip(s: &str) -> Result<IpAddr> {
@@ -47,4 +49,34 @@ pub(crate) fn assert_close(what: &str, measured: u64, expected: u64, pct: u64, a
         "{what}: netdoctor {measured} vs kernel {expected} (difference {} > tolerance {tolerance})",
         measured.abs_diff(expected)
     );
+}
+
+/// The interface of [`netdoctor_lab::PairTopology`]'s namespaces.
+pub(crate) const IF: &str = netdoctor_lab::PairTopology::IFNAME;
+
+/// Someone else's filter on [`IF`]'s ingress: u32, which needs no action module.
+const FOREIGN_FILTER: [&str; 17] = [
+    "tc", "filter", "add", "dev", IF, "ingress", "prio", "1", "protocol", "ip", "u32", "match",
+    "u32", "0", "0", "classid", "1:1",
+];
+
+pub(crate) fn add_foreign_filter(ns: &Netns) -> Result<()> {
+    ns.run(&FOREIGN_FILTER)?;
+    Ok(())
+}
+
+/// Whether [`IF`] has a clsact qdisc.
+pub(crate) fn has_clsact(ns: &Netns) -> Result<bool> {
+    Ok(ns
+        .run(&["tc", "qdisc", "show", "dev", IF])?
+        .contains("clsact"))
+}
+
+/// `netdoctor ARGS` in the background in `ns`, once it printed `ready` (attached).
+pub(crate) fn start(ns: &Netns, args: &[&str], ready: &str) -> Result<BgProcess> {
+    let bin = netdoctor::binary()?;
+    let command = ns.command(&bin.to_string_lossy(), args);
+    let mut process = ns.spawn_command(&format!("netdoctor {}", args.join(" ")), command)?;
+    process.wait_for_output(ready, START_TIMEOUT)?;
+    Ok(process)
 }

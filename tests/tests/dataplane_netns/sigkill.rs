@@ -1,15 +1,16 @@
-//! SIGKILL leaves nothing attached (links); netlink leftovers are swept, and a running
-//! netlink instance is spared.
+//! SIGKILL leaves nothing attached (links); netlink leftovers are swept, with the clsact
+//! qdisc they leave empty (not one with someone else's filter), and a running netlink
+//! instance is spared.
 
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::attached::{attached, wait_nothing_attached, Attached};
 use netdoctor_lab::netdoctor::{self, Watch};
-use netdoctor_lab::{ci, traffic, PairTopology, PingOpts};
+use netdoctor_lab::{ci, traffic, Netns, PairTopology, PingOpts};
 use nix::sys::signal::Signal;
 
-use crate::helpers::ip;
+use crate::helpers::{add_foreign_filter, has_clsact, ip, start, IF};
 
 fn kill9(watch: &mut Watch) -> Result<()> {
     let process = watch.process_mut();
@@ -220,6 +221,63 @@ fn sweep_spares_a_running_netlink_netdoctor() -> Result<()> {
         counted,
         u64::from(ping.transmitted),
         "the running netdoctor stopped counting"
+    );
+    Ok(())
+}
+
+/// SIGKILL a netlink `flows`; the leftovers, clsact included.
+fn killed_netlink_run(ns: &Netns) -> Result<Attached> {
+    let flows = ["flows", IF, "--duration", "60s", "--attach", "netlink"];
+    let mut process = start(ns, &flows, "netdoctor: watching")?;
+    process.signal(Signal::SIGKILL)?;
+    process.wait_timeout(Duration::from_secs(10))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let left = attached(ns, IF)?;
+    ensure!(
+        left.netlink_leftovers() == 2 && has_clsact(ns)?,
+        "after SIGKILL: {left:#?}"
+    );
+    Ok(left)
+}
+
+#[test]
+fn the_sweep_removes_a_killed_netdoctors_clsact_only_when_empty() -> Result<()> {
+    if !ci::lab_ready(&["tc"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    let sweep = || {
+        netdoctor::run(
+            Some(ns),
+            &["flows", IF, "--duration", "1s"],
+            Duration::from_secs(60),
+        )
+    };
+    // Only netdoctor's filters on it: the next start removes them and the clsact.
+    killed_netlink_run(ns)?;
+    let out = sweep()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "{}: {stderr}", out.status);
+    ensure!(
+        stderr.contains("removed 2 program(s) a previous netdoctor left attached, and the clsact qdisc it left empty"),
+        "{stderr}"
+    );
+    ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
+
+    // Someone else's filter joined it meanwhile: the clsact stays, with that filter.
+    killed_netlink_run(ns)?;
+    add_foreign_filter(ns)?;
+    let out = sweep()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "{}: {stderr}", out.status);
+    let left = attached(ns, IF)?;
+    ensure!(
+        has_clsact(ns)?
+            && left.tc_ingress.contains("u32")
+            && !left.tc_ingress.contains("nd_tc")
+            && left.tc_egress.is_empty(),
+        "their filter and the clsact must stay: {left:#?}"
     );
     Ok(())
 }

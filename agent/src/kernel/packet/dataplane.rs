@@ -309,8 +309,8 @@ impl<'obj> Dataplane<'obj> {
         let method = self.options.method;
 
         let swept = attach::sweep_leftovers(xdp_fd, iface.index, &PROGRAM_NAMES);
-        if swept > 0 {
-            tracing::warn!(iface = %iface.name, "removed {swept} program(s) a previous netdoctor left attached");
+        if swept.programs > 0 {
+            tracing::warn!(iface = %iface.name, "removed {} program(s) a previous netdoctor left attached{}", swept.programs, swept.qdisc_note());
         }
 
         let mut attachments = Vec::with_capacity(2);

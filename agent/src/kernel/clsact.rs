@@ -1,0 +1,287 @@
+//! The clsact qdisc that netdoctor's netlink tc filters sit on (kernels without tcx, or
+//! `--attach netlink`): created when an interface has none, and removed again by the
+//! process that created it, once its last filter there is gone and no other filter is left
+//! on it. A clsact that was there before netdoctor is never removed, nor one that holds
+//! anyone else's filter.
+//!
+//! A killed netdoctor cannot say whether it created the clsact it leaves. The start-up sweep
+//! ([`super::attach::sweep_leftovers`]) therefore removes a clsact only when it has just
+//! removed a killed netdoctor's filters from it and the qdisc is empty afterwards: a clsact
+//! with no filter classifies nothing, so removing it changes no traffic, while one with any
+//! other filter stays.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use netlink_packet_core::{NetlinkBuffer, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use rtnetlink::packet_route::tc::{TcHandle, TcMessage};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+
+/// `RTM_NEWTFILTER`: one message of a filter dump.
+const RTM_NEWTFILTER: u16 = 44;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+/// How long the kernel may take to answer one dump.
+const RECEIVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// This process' holds on clsact qdiscs, by interface index.
+#[derive(Debug, Default)]
+struct Holds {
+    /// Filters of this process on it.
+    filters: usize,
+    /// This process created it.
+    created: bool,
+}
+
+static HELD: Mutex<Option<HashMap<u32, Holds>>> = Mutex::new(None);
+
+fn with_holds<T>(f: impl FnOnce(&mut HashMap<u32, Holds>) -> T) -> T {
+    let mut guard = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+/// A hold on the clsact qdisc of one interface, taken for each netlink tc filter: the last
+/// hold released removes the qdisc if this process created it and it holds no filter.
+#[derive(Debug)]
+pub(crate) struct Clsact {
+    ifindex: u32,
+}
+
+impl Clsact {
+    /// Makes sure interface `ifindex` has a clsact qdisc (creating it if none is there) and
+    /// holds it.
+    pub(crate) fn hold(ifindex: u32) -> io::Result<Clsact> {
+        with_holds(|held| {
+            let created = create(ifindex)?;
+            let holds = held.entry(ifindex).or_default();
+            holds.filters += 1;
+            holds.created |= created;
+            tracing::debug!(ifindex, created, "clsact held");
+            Ok(Clsact { ifindex })
+        })
+    }
+}
+
+impl Drop for Clsact {
+    fn drop(&mut self) {
+        let ifindex = self.ifindex;
+        // Under the lock, so that no hold is taken between the check and the removal.
+        with_holds(|held| {
+            let Some(holds) = held.get_mut(&ifindex) else {
+                return;
+            };
+            holds.filters = holds.filters.saturating_sub(1);
+            if holds.filters > 0 || !held.remove(&ifindex).is_some_and(|h| h.created) {
+                return;
+            }
+            match remove_if_empty(ifindex) {
+                Ok(true) => tracing::debug!(ifindex, "removed the clsact qdisc netdoctor created"),
+                Ok(false) => tracing::info!(
+                    ifindex,
+                    "the clsact qdisc netdoctor created holds other filters now: left in place"
+                ),
+                Err(e) => tracing::warn!(
+                    ifindex,
+                    "removing the clsact qdisc netdoctor created failed: {e}"
+                ),
+            }
+        });
+    }
+}
+
+fn tc_hook(ifindex: u32) -> libbpf_sys::bpf_tc_hook {
+    libbpf_sys::bpf_tc_hook {
+        sz: std::mem::size_of::<libbpf_sys::bpf_tc_hook>() as _,
+        ifindex: ifindex as i32,
+        attach_point: libbpf_sys::BPF_TC_INGRESS | libbpf_sys::BPF_TC_EGRESS,
+        ..Default::default()
+    }
+}
+
+/// Creates the clsact qdisc of `ifindex`: true if this call created it, false if one was
+/// there already.
+fn create(ifindex: u32) -> io::Result<bool> {
+    let mut hook = tc_hook(ifindex);
+    // SAFETY: `hook` is a fully initialised bpf_tc_hook whose `sz` matches the libbpf we
+    // link against, and it outlives the call.
+    let ret = unsafe { libbpf_sys::bpf_tc_hook_create(&mut hook) };
+    match ret {
+        0 => Ok(true),
+        e if e == -libc::EEXIST => Ok(false),
+        e => Err(io::Error::from_raw_os_error(-e)),
+    }
+}
+
+/// Removes the clsact qdisc of `ifindex` if no filter is left on it (ingress or egress):
+/// true if it was removed.
+pub(crate) fn remove_if_empty(ifindex: u32) -> io::Result<bool> {
+    if filters(ifindex)? > 0 {
+        return Ok(false);
+    }
+    let mut hook = tc_hook(ifindex);
+    // SAFETY: as in `create`; with both attach points, libbpf deletes the clsact qdisc.
+    let ret = unsafe { libbpf_sys::bpf_tc_hook_destroy(&mut hook) };
+    match ret {
+        0 => Ok(true),
+        // Not there (any more): nothing to remove.
+        e if e == -libc::ENOENT || e == -libc::EINVAL => Ok(false),
+        e => Err(io::Error::from_raw_os_error(-e)),
+    }
+}
+
+/// How many filter messages the kernel lists on the clsact of `ifindex`, ingress and
+/// egress, every chain (`tc filter show dev IF ingress` and `egress`); 0 when the interface
+/// has no clsact.
+pub(crate) fn filters(ifindex: u32) -> io::Result<usize> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    let timeout = nix::sys::time::TimeVal::new(RECEIVE_TIMEOUT.as_secs() as i64, 0);
+    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
+    let mut total = 0;
+    for (seq, minor) in [(1, TcHandle::MIN_INGRESS), (2, TcHandle::MIN_EGRESS)] {
+        total += dump_filters(&socket, ifindex, minor, seq)?;
+    }
+    Ok(total)
+}
+
+fn dump_filters(socket: &Socket, ifindex: u32, minor: u16, seq: u32) -> io::Result<usize> {
+    let mut tc = TcMessage::with_index(ifindex as i32);
+    tc.header.parent = TcHandle {
+        major: u16::MAX,
+        minor,
+    };
+    let mut request = NetlinkMessage::from(RouteNetlinkMessage::GetTrafficFilter(tc));
+    request.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    request.header.sequence_number = seq;
+    request.finalize();
+    let mut bytes = vec![0u8; request.buffer_len()];
+    request.serialize(&mut bytes);
+    socket.send(&bytes, 0)?;
+    let mut count = 0;
+    loop {
+        let (datagram, _) = socket.recv_from_full()?;
+        let mut rest: &[u8] = &datagram;
+        while !rest.is_empty() {
+            let msg = NetlinkBuffer::new_checked(rest)
+                .map_err(|e| io::Error::other(format!("malformed netlink message: {e}")))?;
+            let total = (msg.length() as usize).min(rest.len());
+            if msg.sequence_number() == seq {
+                match msg.message_type() {
+                    NLMSG_DONE => return Ok(count),
+                    NLMSG_ERROR => {
+                        let code = msg
+                            .payload()
+                            .get(..4)
+                            .and_then(|b| b.try_into().ok())
+                            .map_or(0, i32::from_ne_bytes);
+                        return match code {
+                            0 => Ok(count),
+                            c => Err(io::Error::from_raw_os_error(-c)),
+                        };
+                    }
+                    RTM_NEWTFILTER => count += 1,
+                    _ => {}
+                }
+            }
+            // Messages are 4-byte aligned within a datagram.
+            rest = rest.get(total.next_multiple_of(4).max(4)..).unwrap_or(&[]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tc ARGS` (in the calling thread's network namespace); its stdout.
+    fn tc(args: &[&str]) -> String {
+        let out = std::process::Command::new("tc")
+            .args(args)
+            .output()
+            .expect("run tc");
+        assert!(
+            out.status.success(),
+            "tc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn has_clsact() -> bool {
+        tc(&["qdisc", "show", "dev", "lo"]).contains("clsact")
+    }
+
+    /// Someone else's filter: u32, which needs no action module.
+    const FOREIGN: [&str; 16] = [
+        "filter", "add", "dev", "lo", "ingress", "prio", "1", "protocol", "ip", "u32", "match",
+        "u32", "0", "0", "classid", "1:1",
+    ];
+
+    /// On `lo` (index 1) of a network namespace of the test's own: a clsact netdoctor
+    /// created goes with its last hold; one that was there before stays, and so does one
+    /// that holds someone else's filter.
+    fn cases() {
+        const LO: u32 = 1;
+        assert_eq!(filters(LO).expect("dump without a clsact"), 0);
+
+        // Created here, held by two filters: removed with the second hold only.
+        let (a, b) = (
+            Clsact::hold(LO).expect("hold"),
+            Clsact::hold(LO).expect("hold"),
+        );
+        assert!(has_clsact(), "hold did not create the clsact");
+        drop(a);
+        assert!(has_clsact(), "removed while a hold is left");
+        drop(b);
+        assert!(
+            !has_clsact(),
+            "the clsact netdoctor created outlived its holds"
+        );
+
+        // Created here, then someone else's filter on it: it stays, with that filter.
+        let a = Clsact::hold(LO).expect("hold");
+        tc(&FOREIGN);
+        assert!(
+            filters(LO).expect("dump") > 0,
+            "the dump misses the u32 filter"
+        );
+        drop(a);
+        assert!(has_clsact(), "removed with someone else's filter on it");
+        assert!(tc(&["filter", "show", "dev", "lo", "ingress"]).contains("u32"));
+        assert!(!remove_if_empty(LO).expect("remove_if_empty"));
+        tc(&["filter", "del", "dev", "lo", "ingress"]);
+        assert!(
+            remove_if_empty(LO).expect("remove_if_empty"),
+            "empty, not removed"
+        );
+        assert!(!has_clsact());
+
+        // There before netdoctor (empty): it stays.
+        tc(&["qdisc", "add", "dev", "lo", "clsact"]);
+        drop(Clsact::hold(LO).expect("hold"));
+        assert!(has_clsact(), "a clsact that was there before was removed");
+    }
+
+    #[test]
+    fn removes_only_the_clsact_it_created_once_no_filter_is_left() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this as root: it needs a network namespace"
+            );
+            println!("SKIP: needs root for a network namespace");
+            return;
+        }
+        // A thread of its own enters the new namespace (tc, run from it, too).
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            cases();
+        })
+        .join()
+        .expect("the namespace's thread failed");
+    }
+}

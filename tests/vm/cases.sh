@@ -174,6 +174,34 @@ start_case drops $B drops --interface $VB --duration 300s --json
 in_a ping -c 20 -i 0.05 -W 1 10.10.0.5 >/dev/null
 stop_case drops
 
+# signals: SIGINT and SIGTERM during a diagnosis attached by netlink (what kernels before 6.6
+# use; the others too when asked): it detaches, removes the clsact qdisc it created and exits
+# 130 / 143. `sigint_theirs`: a clsact that was there before, with someone else's u32 filter,
+# stays with that filter. CASE.during and CASE.after: qdiscs, filters and the link (XDP).
+tc_state() {
+    {
+        in_a tc qdisc show dev $VA
+        in_a tc filter show dev $VA ingress
+        in_a tc filter show dev $VA egress
+        in_a ip -d link show dev $VA
+    } >"$OUT/$1"
+}
+signal_case() {
+    c=$1 sig=$2
+    shift 2
+    start_case $c $A diagnose $VA --duration 300s --no-probe --attach netlink "$@"
+    tc_state $c.during
+    kill -$sig "$BG"
+    finish_case $c
+    tc_state $c.after
+}
+signal_case sigint INT
+signal_case sigterm TERM --ingress xdp --xdp-mode generic
+in_a tc qdisc add dev $VA clsact
+in_a tc filter add dev $VA ingress prio 1 protocol ip u32 match u32 0 0 classid 1:1
+signal_case sigint_theirs INT
+in_a tc qdisc del dev $VA clsact
+
 # agent: starts, attaches, serves /metrics and /api/v1/interfaces; `agent_degraded`: the
 # same with BPF refused (no CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN) serves what it has.
 NOBPF="setpriv --bounding-set -bpf,-perfmon,-sys_admin --inh-caps -bpf,-perfmon,-sys_admin"

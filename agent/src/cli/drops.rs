@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::shutdown::Interrupts;
 use super::{observe, output, DropsArgs};
 use crate::facts::iface;
 use crate::kernel::drops::{self, DropCount, DropProbe};
@@ -35,7 +36,7 @@ pub struct NamedDrop {
     pub count: DropCount,
 }
 
-pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: DropsArgs, interrupts: Interrupts) -> anyhow::Result<ExitCode> {
     let names: HashMap<u32, String> = iface::list()
         .await?
         .into_iter()
@@ -71,7 +72,7 @@ pub(super) async fn run(args: DropsArgs) -> anyhow::Result<ExitCode> {
     let before = probe.counts()?;
     let overflow_before = probe.overflow();
     let started = Instant::now();
-    observe(args.duration, || {}).await;
+    observe(args.duration, &interrupts, || {}).await;
     let after = probe.counts()?;
     let report = DropsReport {
         duration_s: started.elapsed().as_secs_f64(),

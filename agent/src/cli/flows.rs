@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::shutdown::Interrupts;
 use super::{output, FlowsArgs};
 use crate::facts::iface::{self, Interface};
 use crate::facts::tailscale::PeerPath;
@@ -142,7 +143,7 @@ impl FlowsReport {
     }
 }
 
-pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: FlowsArgs, interrupts: Interrupts) -> anyhow::Result<ExitCode> {
     let options = args.dataplane.options()?;
     let iface = iface::by_name(&args.interface).await?;
     let mut socket_storage = MaybeUninit::uninit();
@@ -175,7 +176,7 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
         humantime::format_duration(args.duration)
     );
     let started = Instant::now();
-    observe(args.duration, || {
+    observe(args.duration, &interrupts, || {
         if let Some(p) = &probes {
             if let Err(e) = p.poll_closed() {
                 tracing::warn!("reading close events: {e}");
@@ -195,17 +196,24 @@ pub(super) async fn run(args: FlowsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits for `duration` or Ctrl-C, calling `every_100ms` meanwhile (to drain event rings)
-/// and showing the time left when stderr is a terminal.
-pub(super) async fn observe(duration: Duration, mut every_100ms: impl FnMut()) {
+/// Waits for `duration` or Ctrl-C (the first SIGINT, which then does not stop the command),
+/// calling `every_100ms` meanwhile (to drain event rings) and showing the time left when
+/// stderr is a terminal.
+pub(super) async fn observe(
+    duration: Duration,
+    interrupts: &Interrupts,
+    mut every_100ms: impl FnMut(),
+) {
     let tty = std::io::stderr().is_terminal();
     let deadline = tokio::time::Instant::now() + duration;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut ticks = 0u64;
+    let stop_early = interrupts.stop_early();
+    tokio::pin!(stop_early);
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break,
-            _ = tokio::signal::ctrl_c() => {
+            _ = &mut stop_early => {
                 eprintln!("\nnetdoctor: interrupted; reporting what was seen so far");
                 break;
             }

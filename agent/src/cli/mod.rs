@@ -7,11 +7,14 @@ pub(crate) mod logging;
 mod output;
 mod probe;
 mod rules;
+mod run;
+mod shutdown;
 mod wireguard;
+
+pub use run::main;
 
 use flows::observe;
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -61,7 +64,8 @@ pub enum Command {
     /// with evidence and a fix.
     ///
     /// Exit codes (Nagios plugin convention): 0 nothing above info, 1 warning,
-    /// 2 critical, 3 could not diagnose.
+    /// 2 critical, 3 could not diagnose; 130 / 143 stopped by SIGINT / SIGTERM (everything
+    /// attached is detached first).
     ///
     /// Examples:
     ///   netdoctor diagnose wg0
@@ -279,6 +283,7 @@ pub struct DataplaneArgs {
     #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
     pub xdp_mode: XdpMode,
     /// Attach with BPF links (nothing survives netdoctor) or legacy netlink (Linux < 6.6;
+    /// detached, with the clsact qdisc netdoctor created, on exit, SIGINT and SIGTERM;
     /// leftovers of a killed netdoctor are removed at its next start).
     #[arg(long, value_enum, default_value_t = AttachMethod::Link)]
     pub attach: AttachMethod,
@@ -348,57 +353,4 @@ fn parse_tunnel_port(s: &str) -> Result<TunnelPort, String> {
             format!("unknown tunnel kind {kind:?}: use fastd, tinc, vxlan, geneve or other")
         })?;
     Ok(TunnelPort { port, encap })
-}
-
-/// Entry point of the `netdoctor` binary.
-pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(EXIT_UNKNOWN)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    crate::cli::logging::init(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("netdoctor: cannot start: {e}");
-            return ExitCode::from(EXIT_UNKNOWN);
-        }
-    };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Diagnose(args) => diagnose::run(args).await,
-            Command::Rules(args) => rules::run(args),
-            Command::Flows(args) => flows::run(args).await,
-            Command::Drops(args) => drops::run(args).await,
-            Command::Probe(args) => probe::run(args).await,
-            Command::Wireguard(args) => wireguard::run(args).await,
-            Command::Agent(args) => {
-                let config = crate::daemon::config::Config::resolve(&args.settings)?;
-                let mut options = args.dataplane.options()?;
-                // The flag (or its variable) wins over the configuration file's key.
-                if let (None, Some(n)) = (args.dataplane.max_flows, config.max_flows) {
-                    options.max_flows = n;
-                }
-                crate::daemon::run(config, options).await?;
-                Ok(ExitCode::SUCCESS)
-            }
-        }
-    });
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("netdoctor: {e:#}");
-            ExitCode::from(EXIT_UNKNOWN)
-        }
-    }
 }

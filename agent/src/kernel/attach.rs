@@ -3,9 +3,9 @@
 //! The default is BPF links (XDP and tcx through `bpf_link_create`): the kernel detaches
 //! them when the last file descriptor closes, so a killed agent leaves nothing behind.
 //! Netlink attachments (legacy XDP, clsact + cls_bpf) survive the process; they are only a
-//! fallback for kernels without tcx (< 6.6), detached on drop and swept at start-up. The
-//! clsact qdisc under the filters goes with them when netdoctor created it
-//! ([`super::clsact`]).
+//! fallback for kernels without tcx (< 6.6), detached on drop (the one-shot commands drop
+//! them on SIGINT and SIGTERM too) and swept at start-up. The clsact qdisc under the filters
+//! goes with them when netdoctor created it ([`super::clsact`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

@@ -14,5 +14,6 @@ mod forwarded_retransmissions;
 mod icmp_frag_needed;
 mod loopback;
 mod sigkill;
+mod signals;
 mod veth;
 mod wireguard;

@@ -1,7 +1,8 @@
 //! The cases every kernel runs (tests/vm/cases.sh): the data plane's counters on tc and
-//! XDP against the kernel's, socket telemetry, drops with and without reasons, the agent
-//! with and without BPF, and kernel WireGuard's MTU finding with its twins. Each check
-//! records the signals it proves for the kernel table.
+//! XDP against the kernel's, socket telemetry, drops with and without reasons, SIGINT and
+//! SIGTERM cleaning up netlink attachments (`super::signals`), the agent with and without
+//! BPF, and kernel WireGuard's MTU finding with its twins. Each check records the signals it
+//! proves for the kernel table.
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::kernel_lane::{Run, Signals};
@@ -350,12 +351,13 @@ fn wireguard(run: &Run, s: &mut Signals) -> Check {
     Ok(())
 }
 
-pub const CASES: [(&str, CaseCheck); 8] = [
+pub const CASES: [(&str, CaseCheck); 9] = [
     ("dataplane", dataplane),
     ("xdp", xdp),
     ("sockets", sockets),
     ("close", close_events),
     ("drops", drops),
+    ("sigint", super::signals::check),
     ("agent", agent),
     ("agent_degraded", agent_degraded),
     ("wg1500", wireguard),

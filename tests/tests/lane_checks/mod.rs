@@ -1,10 +1,11 @@
-//! The kernel lane's checks: the cases every kernel runs (`cases`, tests/vm/cases.sh);
-//! WireGuard read over generic netlink against `wg show` (every kernel with kernel
-//! WireGuard); and on the kernels that run the suites (6.1, 6.12) bonds and overlays
-//! (`tunnels`, tests/vm/tunnels.sh) and netem WAN paths (`wan`, tests/vm/wan.sh). Each
-//! returns what it proved for the kernel table.
+//! The kernel lane's checks: the cases every kernel runs (`cases`, tests/vm/cases.sh; the
+//! signal cases in `signals`); WireGuard read over generic netlink against `wg show` (every
+//! kernel with kernel WireGuard); and on the kernels that run the suites (6.1, 6.12) bonds
+//! and overlays (`tunnels`, tests/vm/tunnels.sh) and netem WAN paths (`wan`,
+//! tests/vm/wan.sh). Each returns what it proved for the kernel table.
 
 pub mod cases;
+pub mod signals;
 pub mod tunnels;
 pub mod wan;
 pub mod wg_netlink;

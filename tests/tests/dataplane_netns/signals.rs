@@ -1,0 +1,164 @@
+//! SIGINT and SIGTERM during a one-shot command attached by netlink (what kernels before
+//! 6.6 get): it detaches its tc filters and XDP, removes the clsact qdisc it created, and
+//! exits 130 or 143 with one line saying so. Its twins: a clsact that was there before
+//! stays, with someone else's filter on it; Ctrl-C during `flows` still reports (exit 0).
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use netdoctor_lab::attached::{attached, Attached};
+use netdoctor_lab::{ci, BgProcess, Netns, PairTopology};
+use nix::sys::signal::Signal;
+
+use crate::helpers::{add_foreign_filter, has_clsact, start, IF};
+
+/// Sends `signal` and waits (10 s at most); returns the exit status and stderr.
+fn signal(process: &mut BgProcess, signal: Signal) -> Result<(ExitStatus, String)> {
+    process.signal(signal)?;
+    let status = process.wait_timeout(Duration::from_secs(10))?;
+    Ok((status, process.stderr()?))
+}
+
+/// Requires exit code 130 (SIGINT) or 143 (SIGTERM) and the one line naming `signal`.
+fn stopped_by(what: &str, (status, stderr): &(ExitStatus, String), signal: Signal) -> Result<()> {
+    let code = match signal {
+        Signal::SIGINT => 130,
+        _ => 143,
+    };
+    ensure!(
+        status.code() == Some(code),
+        "`{what}` after {signal}: {status}, expected exit code {code}; stderr: {stderr}"
+    );
+    let line = format!("netdoctor: stopped by {signal}");
+    ensure!(
+        stderr.contains(&line),
+        "`{what}`: no {line:?} on stderr: {stderr}"
+    );
+    Ok(())
+}
+
+/// Sends `signal`; requires its exit code within 10 s and the one line naming it.
+fn stop(mut process: BgProcess, sig: Signal) -> Result<()> {
+    let ended = signal(&mut process, sig)?;
+    stopped_by(process.label(), &ended, sig)
+}
+
+/// A diagnosis attached by netlink, stopped by `sig`: nothing left, then its exit code.
+fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
+    let mut args = vec![
+        "diagnose",
+        IF,
+        "--duration",
+        "60s",
+        "--no-probe",
+        "--attach",
+        "netlink",
+    ];
+    args.extend_from_slice(more);
+    let what = args.join(" ");
+    let mut process = start(ns, &args, "netdoctor: observing")?;
+    let running = attached(ns, IF)?;
+    ensure!(
+        running.netlink_leftovers() == 2 && has_clsact(ns)?,
+        "`{what}` while running: {running:#?}"
+    );
+    let ended = signal(&mut process, sig)?;
+    let left = attached(ns, IF)?;
+    ensure!(left.nothing(), "after {sig}, `{what}` left: {left:#?}");
+    ensure!(
+        !has_clsact(ns)?,
+        "after {sig}, `{what}` left its clsact qdisc: {}",
+        ns.run(&["tc", "qdisc", "show", "dev", IF])?
+    );
+    stopped_by(&what, &ended, sig)
+}
+
+#[test]
+fn sigint_and_sigterm_detach_netlink_attachments_and_exit_130_143() -> Result<()> {
+    if !ci::lab_ready(&["tc"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    // tc ingress and egress filters on a clsact netdoctor creates.
+    diagnose_stopped(ns, Signal::SIGINT, &[])?;
+    // Generic XDP on ingress, a tc filter on egress.
+    let xdp = ["--ingress", "xdp", "--xdp-mode", "generic"];
+    diagnose_stopped(ns, Signal::SIGTERM, &xdp)?;
+
+    // flows and drops: SIGTERM stops them (flows detaching); the first SIGINT of a flows
+    // observation ends the window, and it reports.
+    let flows = [
+        "flows",
+        IF,
+        "--duration",
+        "60s",
+        "--attach",
+        "netlink",
+        "--json",
+    ];
+    stop(start(ns, &flows, "netdoctor: watching")?, Signal::SIGTERM)?;
+    ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
+    let drops = ["drops", "--duration", "60s"];
+    stop(start(ns, &drops, "netdoctor: counting")?, Signal::SIGTERM)?;
+    let mut watch = start(ns, &flows, "netdoctor: watching")?;
+    watch.signal(Signal::SIGINT)?;
+    let status = watch.wait_timeout(Duration::from_secs(20))?;
+    ensure!(
+        status.success() && watch.stdout()?.contains("\"counters\""),
+        "flows after Ctrl-C: {status}, stdout {}, stderr {}",
+        watch.stdout()?,
+        watch.stderr()?
+    );
+    ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
+    Ok(())
+}
+
+#[test]
+fn a_clsact_that_was_there_before_stays_after_sigint() -> Result<()> {
+    if !ci::lab_ready(&["tc"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    // Someone else's clsact, with their filter on it.
+    ns.run(&["tc", "qdisc", "add", "dev", IF, "clsact"])?;
+    add_foreign_filter(ns)?;
+    let theirs = ns.run(&["tc", "filter", "show", "dev", IF, "ingress"])?;
+    let args = [
+        "diagnose",
+        IF,
+        "--duration",
+        "60s",
+        "--no-probe",
+        "--attach",
+        "netlink",
+    ];
+    let mut process = start(ns, &args, "netdoctor: observing")?;
+    let running = attached(ns, IF)?;
+    ensure!(running.tc_ingress.contains("nd_tc_ingress"), "{running:#?}");
+    let ended = signal(&mut process, Signal::SIGINT)?;
+    let left = attached(ns, IF)?;
+    ensure!(
+        has_clsact(ns)?
+            && left
+                == Attached {
+                    tc_ingress: theirs.trim().to_owned(),
+                    ..Attached::default()
+                },
+        "their clsact and filter must stay, ours go: {left:#?}"
+    );
+    stopped_by(process.label(), &ended, Signal::SIGINT)?;
+
+    // The same clsact empty (theirs, from before netdoctor): it stays too.
+    ns.run(&["tc", "filter", "del", "dev", IF, "ingress"])?;
+    let process = start(ns, &args, "netdoctor: observing")?;
+    stop(process, Signal::SIGTERM)?;
+    ensure!(attached(ns, IF)?.nothing(), "{:#?}", attached(ns, IF)?);
+    ensure!(
+        has_clsact(ns)?,
+        "an empty clsact that was there before netdoctor was removed"
+    );
+    Ok(())
+}

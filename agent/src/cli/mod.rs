@@ -155,7 +155,8 @@ pub struct WireguardArgs {
 /// Options for `netdoctor probe`.
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// Host to probe (IPv4 or IPv6 address).
+    /// Host to probe (IPv4 or IPv6 address of another host: not one of this host's own,
+    /// nor a broadcast or multicast address).
     pub target: std::net::IpAddr,
     /// Largest IP packet to try [default: the MTU of the route's interface].
     #[arg(long)]

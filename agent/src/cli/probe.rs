@@ -3,17 +3,24 @@
 use std::process::ExitCode;
 
 use super::ProbeArgs;
-use crate::facts::probe::{self, ProbeOptions};
+use crate::facts::probe::{self, targets, ProbeOptions};
 
 pub(super) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+    let route = crate::facts::route::get(args.target).await?;
+    if let Some(why) = targets::unprobeable(&route) {
+        anyhow::bail!(why);
+    }
     let max_size = match args.max_size {
-        Some(m) => m,
-        None => crate::facts::route::get(args.target).await?.mtu,
+        Some(m) => {
+            anyhow::ensure!(
+                (68..=65535).contains(&m),
+                "--max-size {m} is out of range: give 68 to 65535 bytes"
+            );
+            m
+        }
+        // An IP packet has at most 65535 bytes, whatever the device's MTU.
+        None => route.mtu.clamp(68, 65535),
     };
-    anyhow::ensure!(
-        (68..=65535).contains(&max_size),
-        "--max-size must be between 68 and 65535"
-    );
     let options = ProbeOptions {
         max_size,
         timeout: args.timeout,

@@ -33,8 +33,8 @@ pub struct Route {
     pub gateway: Option<IpAddr>,
     /// Preferred source address.
     pub source: Option<IpAddr>,
-    /// The target is one of this host's addresses: delivered here, not sent out.
-    pub local: bool,
+    /// What the kernel takes the destination for.
+    pub kind: RouteKind,
 }
 
 /// A packet that arrived on an interface, for the route the kernel forwards it by (`ip
@@ -52,6 +52,34 @@ pub struct Arrival {
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
+}
+
+/// The type of the route the kernel answers with: what it takes the destination for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteKind {
+    /// Another host, directly or through a gateway.
+    Unicast,
+    /// An address of this host: delivered locally, never sent.
+    Local,
+    /// A broadcast address (of a subnet, or 255.255.255.255).
+    Broadcast,
+    /// A multicast group.
+    Multicast,
+    /// Anything else (unreachable, prohibited, blackhole...).
+    Other,
+}
+
+impl From<RouteType> for RouteKind {
+    fn from(t: RouteType) -> Self {
+        match t {
+            RouteType::Unicast => RouteKind::Unicast,
+            RouteType::Local => RouteKind::Local,
+            RouteType::Broadcast => RouteKind::Broadcast,
+            RouteType::Multicast => RouteKind::Multicast,
+            _ => RouteKind::Other,
+        }
+    }
 }
 
 fn address(a: &RouteAddress) -> Option<IpAddr> {
@@ -163,7 +191,7 @@ impl Resolver {
             cached_pmtu,
             gateway,
             source,
-            local: msg.header.kind == RouteType::Local,
+            kind: msg.header.kind.into(),
         })
     }
 }

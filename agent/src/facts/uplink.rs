@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use super::iface::Interface;
 use super::prefix::Prefix;
-use super::route::{Arrival, Resolver};
+use super::route::{Arrival, Resolver, RouteKind};
 use super::route_table::TableRoute;
 use crate::kernel::packet::flows::Flow;
 use crate::kernel::views::Direction;
@@ -119,7 +119,7 @@ pub async fn forwarded(
             dport: f.dst_port,
         };
         let out = match resolver.get(f.dst, Some(&arrival), all).await {
-            Ok(r) if !r.local => Some(r.ifindex),
+            Ok(r) if r.kind != RouteKind::Local => Some(r.ifindex),
             Ok(_) => None,
             Err(e) => {
                 tracing::debug!("{} -> {}: not forwarded: {e}", f.src, f.dst);

@@ -99,3 +99,93 @@ fn probe_command_on_blackhole_working_pmtud_and_direct_link() -> Result<()> {
     );
     Ok(())
 }
+
+/// `netdoctor probe TARGET` in `ns`: requires exit code 3, nothing on stdout, and a
+/// message with every one of `needles` and none of `never`; returns it.
+fn refused(ns: &Netns, target: &str, needles: &[&str], never: &[&str]) -> Result<String> {
+    let out = netdoctor::run(Some(ns), &["probe", target], Duration::from_secs(60))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ensure!(
+        out.status.code() == Some(netdoctor::EXIT_UNKNOWN) && out.stdout.is_empty(),
+        "`netdoctor probe {target}`: {}, stdout {:?}; stderr: {stderr}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for needle in needles {
+        ensure!(
+            stderr.contains(needle),
+            "`netdoctor probe {target}` does not say {needle:?}: {stderr}"
+        );
+    }
+    for wrong in never {
+        ensure!(
+            !stderr.contains(wrong),
+            "`netdoctor probe {target}` says {wrong:?}: {stderr}"
+        );
+    }
+    println!("netdoctor probe {target}: {}", stderr.trim());
+    Ok(stderr)
+}
+
+#[test]
+fn probe_command_says_a_local_address_has_no_path() -> Result<()> {
+    if !ci::lab_ready(&["ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    // Loopback and the host's own address: no path; loopback's MTU named, and no word of
+    // a --max-size nobody gave.
+    for local in ["127.0.0.1", PairTopology::A_IP] {
+        refused(
+            ns,
+            local,
+            &[
+                "is an address of this host",
+                "no path to probe",
+                "MTU 65536",
+            ],
+            &["--max-size"],
+        )?;
+    }
+    // Twins: a --max-size that is out of range is still refused as such, and the peer's
+    // address is probed.
+    let out = netdoctor::run(
+        Some(ns),
+        &["probe", PairTopology::B_IP, "--max-size", "70000"],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(netdoctor::EXIT_UNKNOWN) && stderr.contains("--max-size 70000"),
+        "--max-size 70000: {}: {stderr}",
+        out.status
+    );
+    let p = probe(ns, PairTopology::B_IP)?;
+    ensure!(p["path_mtu"] == 1500, "the peer: {p}");
+    Ok(())
+}
+
+#[test]
+fn probe_command_names_a_broadcast_address() -> Result<()> {
+    if !ci::lab_ready(&["ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    // The /24's broadcast address: why the kernel refuses, and what to probe instead.
+    refused(
+        ns,
+        "10.201.0.255",
+        &[
+            "broadcast address",
+            "SO_BROADCAST",
+            "probe one host's address",
+        ],
+        &["os error 13"],
+    )?;
+    // Twin: a host of the same /24 is probed.
+    let p = probe(ns, PairTopology::B_IP)?;
+    ensure!(p["path_mtu"] == 1500, "the peer: {p}");
+    Ok(())
+}

@@ -140,6 +140,17 @@ impl Pinger {
         match sendto(self.fd.as_raw_fd(), &pkt, &dest, MsgFlags::empty()) {
             Ok(_) => {}
             Err(nix::errno::Errno::EMSGSIZE) => return Ok(Answer::TooBigLocally(self.local_mtu())),
+            Err(nix::errno::Errno::EACCES) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "the kernel refuses to send ICMP echo to {} (EACCES): it takes it for \
+                         a broadcast address, which needs SO_BROADCAST and is not one host; \
+                         probe a host's address",
+                        self.target
+                    ),
+                ))
+            }
             Err(e) => return Err(std::io::Error::from(e)),
         }
         let deadline = Instant::now() + timeout;
@@ -271,7 +282,45 @@ impl Pinger {
 
 #[cfg(test)]
 mod tests {
-    use super::checksum;
+    use super::{checksum, Pinger};
+
+    /// An echo request to a subnet's broadcast address: the kernel's EACCES comes back
+    /// saying why, not as a bare "Permission denied". In a network namespace of the test's
+    /// own, with 10.93.0.1/24 on `lo`.
+    #[test]
+    fn a_broadcast_target_is_named_as_such() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this as root: it needs a network namespace"
+            );
+            println!("SKIP: needs root for a network namespace and a raw socket");
+            return;
+        }
+        let error = std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            for args in [
+                &["link", "set", "lo", "up"][..],
+                &["addr", "add", "10.93.0.1/24", "brd", "+", "dev", "lo"][..],
+            ] {
+                let status = std::process::Command::new("ip").args(args).status();
+                assert!(status.is_ok_and(|s| s.success()), "ip {args:?}");
+            }
+            let mut pinger = Pinger::new("10.93.0.255".parse().expect("address")).expect("socket");
+            match pinger.probe(600, std::time::Duration::from_millis(200)) {
+                Err(e) => e,
+                Ok(_) => panic!("the kernel sent an echo request to a broadcast address"),
+            }
+        })
+        .join()
+        .expect("the namespace's thread failed");
+        assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
+        let text = error.to_string();
+        assert!(
+            text.contains("broadcast address") && text.contains("10.93.0.255"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn icmp_checksum_matches_rfc1071_example() {

@@ -1,9 +1,11 @@
-//! Where a diagnosis probes the path MTU, and what the results change in the facts.
+//! Where a diagnosis probes the path MTU, what cannot be probed, and what the results
+//! change in the facts.
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::ProbeResult;
 use crate::facts::iface::Interface;
+use crate::facts::route::{Route, RouteKind};
 use crate::facts::tunnel::ConfiguredTunnel;
 use crate::facts::underlay::Underlay;
 use crate::facts::Facts;
@@ -52,6 +54,32 @@ pub fn probe_targets(
     targets
 }
 
+/// Why the destination of `route` (the kernel's answer for a probe's target) has no path to
+/// probe, if it has none: an address of this host is delivered locally and never sent; a
+/// broadcast or multicast address is not one host (and the kernel refuses ICMP echo to a
+/// broadcast address from a socket without `SO_BROADCAST`: "Permission denied").
+pub fn unprobeable(route: &Route) -> Option<String> {
+    let (target, dev, mtu) = (route.target, &route.iface, route.mtu);
+    match route.kind {
+        RouteKind::Unicast | RouteKind::Other => None,
+        RouteKind::Local => Some(format!(
+            "{target} is an address of this host: the kernel delivers packets to it locally \
+             (through {dev}, MTU {mtu}) and never sends them, so there is no path to probe; \
+             probe another host's address, such as a tunnel's endpoint or a gateway"
+        )),
+        RouteKind::Broadcast => Some(format!(
+            "{target} is a broadcast address (on {dev}), not a host: the kernel \
+             refuses ICMP echo to it without SO_BROADCAST (\"Permission denied\"), and every \
+             host of the subnet would answer one; probe one host's address instead, such as \
+             the gateway (`ip route show dev {dev}`)"
+        )),
+        RouteKind::Multicast => Some(format!(
+            "{target} is a multicast address (through {dev}), not a host: every member of the \
+             group would answer, so no one path is measured; probe one host's address instead"
+        )),
+    }
+}
+
 /// Adds probe results to the facts: per peer, for the tunnel, and in `probe`.
 pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(String, ProbeResult)]) {
     // A probe that met random loss, or ran out of time, gives only a lower bound: no MTU
@@ -90,4 +118,52 @@ pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(Strin
     }
     facts.probe.blackhole = answered.iter().any(|(_, r)| r.blackhole);
     facts.probe.too_big_reported = answered.iter().any(|(_, r)| !r.too_big.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(target: &str, iface: &str, mtu: u32, kind: RouteKind) -> Route {
+        Route {
+            target: target.parse().expect("address"),
+            ifindex: 1,
+            iface: iface.into(),
+            mtu,
+            cached_pmtu: None,
+            gateway: None,
+            source: None,
+            kind,
+        }
+    }
+
+    /// What the kernel answers for 127.0.0.1 (or the host's own address), a subnet's
+    /// broadcast address and a multicast group each says why there is no path to probe,
+    /// and never mentions a --max-size nobody gave; a host is probed.
+    #[test]
+    fn local_broadcast_and_multicast_destinations_are_named() {
+        let local = unprobeable(&route("127.0.0.1", "lo", 65536, RouteKind::Local));
+        let local = local.expect("a local address is not probed");
+        assert!(
+            local.contains("address of this host") && local.contains("lo, MTU 65536"),
+            "{local}"
+        );
+        let brd = unprobeable(&route("10.1.2.255", "eth0", 1500, RouteKind::Broadcast));
+        let brd = brd.expect("a broadcast address is not probed");
+        assert!(
+            brd.contains("broadcast address")
+                && brd.contains("SO_BROADCAST")
+                && brd.contains("probe one host's address"),
+            "{brd}"
+        );
+        let group = unprobeable(&route("224.0.0.1", "eth0", 1500, RouteKind::Multicast));
+        assert!(group.is_some_and(|m| m.contains("multicast address")));
+        for message in [&local, &brd] {
+            assert!(!message.contains("--max-size"), "{message}");
+        }
+        assert_eq!(
+            unprobeable(&route("10.1.2.3", "eth0", 1500, RouteKind::Unicast)),
+            None
+        );
+    }
 }

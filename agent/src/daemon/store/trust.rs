@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::{set_group, Access};
 use super::StoreError;
+use crate::facts::trusted::trusted_uid;
 
 /// Suffixes of the files SQLite opens next to the database, and replays or trusts.
 pub const COMPANION_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];
@@ -172,11 +173,6 @@ impl fmt::Display for Problems {
     }
 }
 
-/// Users whose files and directories are trusted: root and the agent's own user.
-fn trusted_owner(uid: u32) -> bool {
-    uid == 0 || uid == nix::unistd::geteuid().as_raw()
-}
-
 /// The file (`path` + `suffix`) next to the database.
 pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
@@ -298,7 +294,7 @@ fn dir_problem(dir: &Path, meta: &Metadata, holds_db: bool) -> Option<Problem> {
             path: dir.to_path_buf(),
         });
     }
-    if !trusted_owner(meta.uid()) {
+    if !trusted_uid(meta.uid()) {
         return Some(Problem::ForeignDir {
             dir: dir.to_path_buf(),
             owner: meta.uid(),
@@ -343,7 +339,7 @@ fn file_problem(file: &Path, meta: &Metadata) -> Option<Problem> {
             path: file.to_path_buf(),
         });
     }
-    if !trusted_owner(meta.uid()) {
+    if !trusted_uid(meta.uid()) {
         return Some(Problem::ForeignFile {
             path: file.to_path_buf(),
             owner: meta.uid(),

@@ -328,3 +328,56 @@ fn logs_carry_no_color_codes_when_stderr_is_not_a_terminal() -> Result<()> {
     );
     Ok(())
 }
+
+/// A rule file whose condition is `condition`.
+fn rule_file(id: &str, condition: &str) -> String {
+    format!(
+        "id = \"{id}\"\nseverity = \"info\"\nscope = \"interface\"\ncondition = '''{condition}'''\n\
+         summary = \"s\"\nfix = \"f\"\n"
+    )
+}
+
+/// `netdoctor ARGS` must exit 3 within a second, naming every one of `needles`.
+fn refused_within_a_second(args: &[&str], needles: &[&str]) -> Result<()> {
+    let started = std::time::Instant::now();
+    let stderr = expect_usage_error(args, needles)?;
+    let took = started.elapsed();
+    ensure!(
+        took < Duration::from_secs(1),
+        "`netdoctor {}` took {took:?}: {stderr}",
+        args.join(" ")
+    );
+    Ok(())
+}
+
+/// A `*.toml` that is a FIFO or a link to `/dev/zero` is refused at once by every command
+/// that loads rules, naming the file; the same directory with a regular file loads.
+#[test]
+fn rule_files_that_are_not_regular_files_are_refused_at_once() -> Result<()> {
+    let fifo_dir = tempfile::tempdir()?;
+    let fifo = fifo_dir.path().join("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    let zero_dir = tempfile::tempdir()?;
+    std::os::unix::fs::symlink("/dev/zero", zero_dir.path().join("x.toml"))?;
+    for (dir, what) in [
+        (fifo_dir.path(), "is a FIFO"),
+        (zero_dir.path(), "is a character device"),
+    ] {
+        let dir = dir.to_str().unwrap_or_default();
+        let needles = [what, "not a regular file"];
+        refused_within_a_second(&["rules", "check", dir], &needles)?;
+        refused_within_a_second(&["rules", "list", "--rules", dir], &needles)?;
+        refused_within_a_second(&["diagnose", "lo", "--rules", dir], &needles)?;
+    }
+    // The healthy twin: the FIFO replaced by a regular file.
+    std::fs::remove_file(&fifo)?;
+    std::fs::write(&fifo, rule_file("site.fine", "iface.mtu > 0"))?;
+    let out = run(&[
+        "rules",
+        "check",
+        fifo_dir.path().to_str().unwrap_or_default(),
+    ])?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "1 rules OK");
+    Ok(())
+}

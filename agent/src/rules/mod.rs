@@ -6,7 +6,9 @@
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
 
 mod engine;
+mod files;
 pub mod finding;
+mod limits;
 mod partial;
 mod rule;
 mod template;

@@ -249,7 +249,8 @@ impl RuleSet {
         .map_err(InvalidRules)
     }
 
-    /// Every `*.toml` in `dir` (not recursive), all errors at once.
+    /// Every `*.toml` in `dir` (not recursive), all errors at once. Each must be a regular
+    /// file of at most [`super::limits::MAX_RULE_FILE`] bytes.
     pub fn load_dir(dir: &Path) -> Result<Self, Vec<RuleError>> {
         let entries = std::fs::read_dir(dir).map_err(|e| {
             vec![RuleError {
@@ -265,11 +266,11 @@ impl RuleSet {
         let mut sources = Vec::new();
         let mut errors = Vec::new();
         for p in paths {
-            match std::fs::read_to_string(&p) {
+            match super::files::read(&p) {
                 Ok(text) => sources.push((p.display().to_string(), text)),
-                Err(e) => errors.push(RuleError {
+                Err(message) => errors.push(RuleError {
                     origin: p.display().to_string(),
-                    message: e.to_string(),
+                    message,
                 }),
             }
         }

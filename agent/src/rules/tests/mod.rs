@@ -6,6 +6,7 @@ use crate::rules::finding::Severity;
 use crate::rules::{evaluate, RuleSet};
 
 mod documented;
+mod files;
 mod measured;
 
 use measured::{bond_carrying, ecmp, nat};
@@ -71,6 +72,15 @@ pub(super) fn ids(facts: &Facts) -> Vec<String> {
         .into_iter()
         .map(|f| f.id)
         .collect()
+}
+
+/// A rule file whose condition is `condition`.
+pub(super) fn rule_file(id: &str, scope: &str, condition: &str) -> String {
+    format!(
+        "id = \"{id}\"\nseverity = \"warning\"\nscope = \"{scope}\"\ncondition = {}\n\
+         summary = \"s\"\nfix = \"f\"\n",
+        toml::Value::String(condition.to_owned())
+    )
 }
 
 fn fires(id: &str, change: impl FnOnce(&mut Facts)) {

@@ -381,3 +381,71 @@ fn rule_files_that_are_not_regular_files_are_refused_at_once() -> Result<()> {
     assert_eq!(text(&out.stdout).trim(), "1 rules OK");
     Ok(())
 }
+
+/// Expressions that would overflow a thread's stack are refused with exit 3 and the limit
+/// they pass; the largest accepted ones load and evaluate.
+#[test]
+fn rules_check_bounds_each_expression() -> Result<()> {
+    let cases = [
+        (
+            format!("{}1 > 0", "1 + ".repeat(2_000)),
+            "8005 bytes long, more than the 4096",
+        ),
+        (
+            format!("{}1 > 0", "1 + ".repeat(5_000)),
+            "bytes long, more than the 4096",
+        ),
+        (
+            format!("{}1{} > 0", "(".repeat(100_000), ")".repeat(100_000)),
+            "KiB, more than the 64 KiB a rule file may have",
+        ),
+        (
+            format!("{}1{} > 0", "(".repeat(25), ")".repeat(25)),
+            "nests brackets 25 deep, more than the 24",
+        ),
+        (
+            format!("{}1 > 0", "1+".repeat(300)),
+            "301 operators, more than the 256",
+        ),
+        (
+            format!("{}1 > 0", "1 + ".repeat(127)),
+            "levels deep, more than the 128",
+        ),
+    ];
+    for (condition, needle) in &cases {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("x.toml"), rule_file("site.x", condition))?;
+        let dir = dir.path().to_str().unwrap_or_default();
+        let stderr = expect_usage_error(&["rules", "check", dir], &[needle, "x.toml"])?;
+        ensure!(stderr.lines().count() == 1, "one error: {stderr}");
+    }
+
+    // The largest of each shape: they load, and evaluate (each condition holds).
+    let mut exists = format!("{}1 > 0", "1 + ".repeat(32));
+    for i in 0..24 {
+        exists = format!("[{i}].exists(a{i}, {exists})");
+    }
+    let accepted = [
+        format!("{}1 > 0", "1 + ".repeat(126)),
+        format!(
+            "{}{}1{} > 0",
+            "(".repeat(24),
+            "1 + ".repeat(126),
+            ")".repeat(24)
+        ),
+        exists,
+        format!("{}1{} > 0", "int(".repeat(24), ")".repeat(24)),
+        format!("{}true", "false ? false : ".repeat(95)),
+    ];
+    let dir = tempfile::tempdir()?;
+    for (i, condition) in accepted.iter().enumerate() {
+        std::fs::write(
+            dir.path().join(format!("r{i}.toml")),
+            rule_file(&format!("site.r{i}"), condition),
+        )?;
+    }
+    let out = run(&["rules", "check", dir.path().to_str().unwrap_or_default()])?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "5 rules OK");
+    Ok(())
+}

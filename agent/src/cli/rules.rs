@@ -6,7 +6,19 @@ use super::{RulesArgs, RulesCommand};
 use crate::facts::Facts;
 use crate::rules::RuleSet;
 
+/// Runs on a thread with the stack the agent evaluates rules on
+/// ([`crate::rules::EVAL_STACK_SIZE`]), so what `rules check` accepts is what the agent runs.
 pub(super) fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
+    std::thread::Builder::new()
+        .name("rules".into())
+        .stack_size(crate::rules::EVAL_STACK_SIZE)
+        .spawn(move || run_here(args))
+        .map_err(|e| anyhow::anyhow!("starting the rules thread: {e}"))?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the rules thread panicked"))?
+}
+
+fn run_here(args: RulesArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         RulesCommand::List { rules } => {
             let set = match &rules {

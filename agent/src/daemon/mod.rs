@@ -110,7 +110,10 @@ async fn spawn_monitor(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
     let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
-    let thread = std::thread::Builder::new().name("monitor".into()).spawn(
+    let thread = std::thread::Builder::new()
+        .name("monitor".into())
+        .stack_size(crate::rules::EVAL_STACK_SIZE)
+        .spawn(
         move || -> anyhow::Result<()> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use cel::{Context, Value};
 
+pub(super) use super::expr::{context, to_cel};
 use super::rule::Rule;
 #[cfg(test)]
 use super::rule::RuleSet;
@@ -35,18 +36,6 @@ pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
     findings
 }
 
-/// A CEL context with every root of `facts` as a variable; built once per evaluation.
-pub(super) fn context(facts: &serde_json::Value) -> Result<Context<'static, 'static>, String> {
-    let mut ctx = Context::default();
-    if let Some(obj) = facts.as_object() {
-        for (name, value) in obj {
-            ctx.add_variable(name.clone(), to_cel(value)?)
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(ctx)
-}
-
 /// Findings of one rule; `ctx` is [`context`] of `facts` (per-item scopes read their
 /// items from `facts`).
 pub(super) fn evaluate_rule(
@@ -71,36 +60,6 @@ pub(super) fn evaluate_rule(
         out.extend(check(rule, &inner)?);
     }
     Ok(out)
-}
-
-/// Facts as CEL values. Integers become CEL `int` (not `uint`), so rule authors can write
-/// `iface.mtu - 80` without type errors; the facts never exceed i64.
-pub(super) fn to_cel(value: &serde_json::Value) -> Result<Value, String> {
-    use serde_json::Value as J;
-    Ok(match value {
-        J::Null => Value::Null,
-        J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => Value::Int(i),
-            (None, Some(f)) => Value::Float(f),
-            (None, None) => return Err(format!("number {n} does not fit a CEL value")),
-        },
-        J::String(s) => Value::String(s.clone().into()),
-        J::Array(items) => Value::List(
-            items
-                .iter()
-                .map(to_cel)
-                .collect::<Result<Vec<_>, _>>()?
-                .into(),
-        ),
-        J::Object(map) => {
-            let entries = map
-                .iter()
-                .map(|(k, v)| to_cel(v).map(|v| (k.clone(), v)))
-                .collect::<Result<std::collections::HashMap<String, Value>, String>>()?;
-            Value::Map(entries.into())
-        }
-    })
 }
 
 fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> {
@@ -128,8 +87,8 @@ pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>) -> Result<bool, String> 
 /// The finding of a rule whose condition holds: evidence and templates read `ctx`.
 pub(super) fn finding(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Finding, String> {
     let mut evidence = BTreeMap::new();
-    for (name, program) in &rule.evidence {
-        let value = program
+    for (name, expression) in &rule.evidence {
+        let value = expression
             .execute(ctx)
             .map_err(|e| format!("evidence.{name}: {e}"))?;
         let json = value.json().map_err(|e| format!("evidence.{name}: {e}"))?;

@@ -6,12 +6,21 @@
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
 
 mod engine;
+mod expr;
 mod files;
 pub mod finding;
+mod instrument;
 mod limits;
 mod partial;
 mod rule;
 mod template;
+
+/// Stack size of every thread that parses or evaluates rules: the agent's monitor, the
+/// thread a diagnosis the API runs on, and `rules check`. Set explicitly (it is also Rust's
+/// default, which `RUST_MIN_STACK` would change). The limits of [`limits`] keep the largest
+/// expression `rules check` accepts within a quarter of it (about 220 KiB to load and
+/// evaluate, tested); the main thread of `netdoctor diagnose` has the usual 8 MiB.
+pub const EVAL_STACK_SIZE: usize = 2 << 20;
 
 #[cfg(test)]
 pub use engine::evaluate;

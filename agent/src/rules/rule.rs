@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cel::Program;
 use serde::{Deserialize, Serialize};
 
+use super::expr::Expression;
 use super::template::Template;
 use crate::rules::finding::Severity;
 
@@ -67,10 +67,10 @@ pub struct Rule {
     pub description: String,
     /// The condition's source text.
     pub condition_source: String,
-    pub(super) condition: Program,
+    pub(super) condition: Expression,
     pub(super) summary: Template,
     pub(super) fix: Template,
-    pub(super) evidence: Vec<(String, Program)>,
+    pub(super) evidence: Vec<(String, Expression)>,
     pub(super) subject: Option<Template>,
     /// Where to read more.
     pub reference: Option<String>,
@@ -109,8 +109,9 @@ impl Rule {
                 file.id
             )));
         }
-        let compile =
-            |what: &str, src: &str| Program::compile(src).map_err(|e| err(format!("{what}: {e}")));
+        let compile = |what: &str, src: &str| {
+            Expression::compile(src).map_err(|e| err(format!("{what}: {e}")))
+        };
         let condition = compile("condition", &file.condition)?;
         let evidence = file
             .evidence
@@ -152,15 +153,9 @@ impl Rule {
     /// Every fact the rule reads (condition, evidence, templates); names bound by CEL
     /// macros such as `flows.exists(f, ...)` are not facts and are left out.
     pub fn variables(&self) -> Vec<String> {
-        let mut vars: Vec<String> = self
-            .condition
-            .references()
-            .variables()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        for (_, p) in &self.evidence {
-            vars.extend(p.references().variables().into_iter().map(str::to_owned));
+        let mut vars: Vec<String> = self.condition.variables().to_vec();
+        for (_, e) in &self.evidence {
+            vars.extend_from_slice(e.variables());
         }
         vars.extend(self.summary.variables());
         vars.extend(self.fix.variables());

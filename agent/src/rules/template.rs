@@ -1,7 +1,9 @@
 //! `{{ expr }}` templates: each placeholder is a CEL expression evaluated against the same
 //! facts as the rule's condition.
 
-use cel::{Context, Program, Value};
+use cel::{Context, Value};
+
+use super::expr::Expression;
 
 /// A compiled template.
 #[derive(Debug)]
@@ -12,7 +14,10 @@ pub struct Template {
 #[derive(Debug)]
 enum Part {
     Text(String),
-    Expr { source: String, program: Program },
+    Expr {
+        source: String,
+        expression: Expression,
+    },
 }
 
 impl Template {
@@ -27,9 +32,9 @@ impl Template {
                 .find("}}")
                 .ok_or_else(|| format!("unclosed '{{{{' in {text:?}"))?;
             let source = after[..end].trim().to_owned();
-            let program = Program::compile(&source)
-                .map_err(|e| format!("placeholder {{{{ {source} }}}}: {e}"))?;
-            parts.push(Part::Expr { source, program });
+            let expression = Expression::compile(&source)
+                .map_err(|e| format!("placeholder {{{{ {} }}}}: {e}", excerpt(&source)))?;
+            parts.push(Part::Expr { source, expression });
             rest = &after[end + 2..];
         }
         parts.push(Part::Text(rest.to_owned()));
@@ -41,14 +46,7 @@ impl Template {
         self.parts
             .iter()
             .filter_map(|p| match p {
-                Part::Expr { program, .. } => Some(
-                    program
-                        .references()
-                        .variables()
-                        .into_iter()
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>(),
-                ),
+                Part::Expr { expression, .. } => Some(expression.variables().to_vec()),
                 Part::Text(_) => None,
             })
             .flatten()
@@ -61,15 +59,24 @@ impl Template {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr { source, program } => {
-                    let value = program
+                Part::Expr { source, expression } => {
+                    let value = expression
                         .execute(ctx)
-                        .map_err(|e| format!("{{{{ {source} }}}}: {e}"))?;
+                        .map_err(|e| format!("{{{{ {} }}}}: {e}", excerpt(source)))?;
                     out.push_str(&display(&value));
                 }
             }
         }
         Ok(out)
+    }
+}
+
+/// The start of `source`, short enough for a message.
+fn excerpt(source: &str) -> String {
+    const SHOWN: usize = 80;
+    match source.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}…", &source[..end]),
+        None => source.to_owned(),
     }
 }
 
@@ -97,13 +104,8 @@ mod tests {
     fn renders_expressions_and_text() {
         let t = Template::compile("MTU {{ iface.mtu }} + {{iface.mtu - 1380}} bytes")
             .expect("compiles");
-        let mut ctx = Context::default();
-        let facts = serde_json::json!({"mtu": 1420});
-        ctx.add_variable(
-            "iface",
-            super::super::engine::to_cel(&facts).expect("value"),
-        )
-        .expect("variable");
+        let facts = serde_json::json!({"iface": {"mtu": 1420}});
+        let ctx = super::super::expr::context(&facts).expect("context");
         assert_eq!(t.render(&ctx).expect("renders"), "MTU 1420 + 40 bytes");
         assert_eq!(
             t.variables(),

@@ -71,6 +71,7 @@ async fn run(
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("diagnose".into())
+        .stack_size(crate::rules::EVAL_STACK_SIZE)
         .spawn(move || {
             let result = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -3,10 +3,11 @@
 
 use crate::facts::{Facts, FlowFacts, PeerFacts};
 use crate::rules::finding::Severity;
-use crate::rules::{evaluate, RuleSet};
+use crate::rules::{evaluate, RuleError, RuleSet};
 
 mod documented;
 mod files;
+mod limits;
 mod measured;
 
 use measured::{bond_carrying, ecmp, nat};
@@ -81,6 +82,15 @@ pub(super) fn rule_file(id: &str, scope: &str, condition: &str) -> String {
          summary = \"s\"\nfix = \"f\"\n",
         toml::Value::String(condition.to_owned())
     )
+}
+
+/// The rules of `files` (name, text), loaded from a directory of their own.
+pub(super) fn load(files: &[(&str, String)]) -> Result<RuleSet, Vec<RuleError>> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write rule");
+    }
+    RuleSet::load_dir(dir.path())
 }
 
 fn fires(id: &str, change: impl FnOnce(&mut Facts)) {

@@ -382,10 +382,16 @@ fn rule_files_that_are_not_regular_files_are_refused_at_once() -> Result<()> {
     Ok(())
 }
 
-/// Expressions that would overflow a thread's stack are refused with exit 3 and the limit
-/// they pass; the largest accepted ones load and evaluate.
+/// Expressions that would overflow a thread's stack or take seconds and gigabytes per
+/// evaluation are refused with exit 3 and the limit they pass; the largest accepted ones
+/// load and evaluate.
 #[test]
 fn rules_check_bounds_each_expression() -> Result<()> {
+    let ten = "[0,1,2,3,4,5,6,7,8,9]";
+    let mut nested_map = "a".to_owned();
+    for v in ["f", "e", "d", "c", "b", "a"] {
+        nested_map = format!("{ten}.map({v},{nested_map})");
+    }
     let cases = [
         (
             format!("{}1 > 0", "1 + ".repeat(2_000)),
@@ -410,6 +416,10 @@ fn rules_check_bounds_each_expression() -> Result<()> {
         (
             format!("{}1 > 0", "1 + ".repeat(127)),
             "levels deep, more than the 128",
+        ),
+        (
+            format!("{nested_map}.size() > 0"),
+            "operations to evaluate, more than the 1,000,000 a rule may",
         ),
     ];
     for (condition, needle) in &cases {

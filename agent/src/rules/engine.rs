@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use cel::{Context, Value};
 
+use super::budget::Budget;
 pub(super) use super::expr::{context, to_cel};
 use super::rule::Rule;
 #[cfg(test)]
@@ -37,14 +38,15 @@ pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
 }
 
 /// Findings of one rule; `ctx` is [`context`] of `facts` (per-item scopes read their
-/// items from `facts`).
+/// items from `facts`). The rule's evaluation budget covers every item.
 pub(super) fn evaluate_rule(
     rule: &Rule,
     ctx: &Context<'_, '_>,
     facts: &serde_json::Value,
 ) -> Result<Vec<Finding>, String> {
+    let budget = Budget::new(&rule.id);
     let Some((var, list)) = rule.scope.item() else {
-        return Ok(check(rule, ctx)?.into_iter().collect());
+        return Ok(check(rule, ctx, &budget)?.into_iter().collect());
     };
     let items = facts
         .get(list)
@@ -57,23 +59,23 @@ pub(super) fn evaluate_rule(
         inner
             .add_variable(var, to_cel(item)?)
             .map_err(|e| e.to_string())?;
-        out.extend(check(rule, &inner)?);
+        out.extend(check(rule, &inner, &budget)?);
     }
     Ok(out)
 }
 
-fn check(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Option<Finding>, String> {
-    if !holds(rule, ctx)? {
+fn check(rule: &Rule, ctx: &Context<'_, '_>, budget: &Budget) -> Result<Option<Finding>, String> {
+    if !holds(rule, ctx, budget)? {
         return Ok(None);
     }
-    finding(rule, ctx).map(Some)
+    finding(rule, ctx, budget).map(Some)
 }
 
 /// Whether the rule's condition holds in `ctx`.
-pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>) -> Result<bool, String> {
+pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>, budget: &Budget) -> Result<bool, String> {
     match rule
         .condition
-        .execute(ctx)
+        .execute(ctx, budget)
         .map_err(|e| format!("condition: {e}"))?
     {
         Value::Bool(b) => Ok(b),
@@ -85,11 +87,15 @@ pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>) -> Result<bool, String> 
 }
 
 /// The finding of a rule whose condition holds: evidence and templates read `ctx`.
-pub(super) fn finding(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Finding, String> {
+pub(super) fn finding(
+    rule: &Rule,
+    ctx: &Context<'_, '_>,
+    budget: &Budget,
+) -> Result<Finding, String> {
     let mut evidence = BTreeMap::new();
     for (name, expression) in &rule.evidence {
         let value = expression
-            .execute(ctx)
+            .execute(ctx, budget)
             .map_err(|e| format!("evidence.{name}: {e}"))?;
         let json = value.json().map_err(|e| format!("evidence.{name}: {e}"))?;
         evidence.insert(name.clone(), json);
@@ -97,10 +103,14 @@ pub(super) fn finding(rule: &Rule, ctx: &Context<'_, '_>) -> Result<Finding, Str
     Ok(Finding {
         id: rule.id.clone(),
         severity: rule.severity,
-        summary: rule.summary.render(ctx)?,
+        summary: rule.summary.render(ctx, budget)?,
         evidence,
-        fix: rule.fix.render(ctx)?,
+        fix: rule.fix.render(ctx, budget)?,
         reference: rule.reference.clone(),
-        subject: rule.subject.as_ref().map(|s| s.render(ctx)).transpose()?,
+        subject: rule
+            .subject
+            .as_ref()
+            .map(|s| s.render(ctx, budget))
+            .transpose()?,
     })
 }

@@ -1,13 +1,14 @@
-//! One CEL expression of a rule (its condition, an evidence entry, a `{{ }}` placeholder),
-//! compiled within the limits of [`super::limits`]. A panic inside the `cel` crate, parsing
-//! or evaluating, becomes an error of the rule instead of ending the thread (and with the
-//! monitor's, the agent).
+//! One CEL expression of a rule (its condition, an evidence entry, a `{{ }}` placeholder):
+//! compiled within the limits of [`super::limits`], and evaluated within a rule's
+//! [`Budget`]. A panic inside the `cel` crate, parsing or evaluating, becomes an error of
+//! the rule instead of ending the thread (and with the monitor's, the agent).
 
 use std::panic::{self, AssertUnwindSafe};
 
 use cel::parser::Parser;
 use cel::{Context, IdedExpr, Value};
 
+use super::budget::{self, Budget};
 use super::instrument;
 use super::limits;
 
@@ -36,8 +37,18 @@ impl Expression {
     /// Parses and checks `source`: the errors say which limit it passes and what to do.
     pub fn compile(source: &str) -> Result<Self, String> {
         limits::check_source(source)?;
-        let ast = guarded(|| Parser::new().parse(source).map_err(|e| e.to_string()))?;
+        let mut ast = guarded(|| Parser::new().parse(source).map_err(|e| e.to_string()))?;
         check_size(&ast)?;
+        let least = instrument::least_operations(&ast);
+        if least > budget::MAX_OPERATIONS {
+            return Err(format!(
+                "the expression takes at least {} operations to evaluate, more than the {} a \
+                 rule may (its evaluation budget; see Limits in docs/rules.md): iterate over \
+                 shorter lists, or nest fewer comprehensions",
+                budget::thousands(least),
+                budget::thousands(budget::MAX_OPERATIONS)
+            ));
+        }
         let mut variables: Vec<String> = ast
             .references()
             .variables()
@@ -45,6 +56,9 @@ impl Expression {
             .map(str::to_owned)
             .collect();
         variables.sort();
+        // Charging adds a call above some nodes: at most one per bracket or operator chain
+        // on a path, so a tree within the limits stays within the stack (tested).
+        instrument::instrument(&mut ast);
         Ok(Expression { ast, variables })
     }
 
@@ -53,11 +67,17 @@ impl Expression {
         &self.variables
     }
 
-    /// Evaluates the expression against `ctx`, a context made by [`context`].
-    pub fn execute(&self, ctx: &Context<'_, '_>) -> Result<Value, String> {
+    /// Evaluates the expression against `ctx`, a context made by [`context`], spending
+    /// `budget`.
+    pub fn execute(&self, ctx: &Context<'_, '_>, budget: &Budget) -> Result<Value, String> {
         // `Value::resolve`, compiled in the `cel` crate: `resolve_val` is inlined into its
         // caller, and unoptimised (a debug build) takes 50 KiB of stack per level.
-        guarded(|| Value::resolve(&self.ast, ctx).map_err(|e| e.to_string()))
+        let result =
+            budget.run(|| guarded(|| Value::resolve(&self.ast, ctx).map_err(|e| e.to_string())));
+        match budget.exceeded() {
+            Some(exceeded) => Err(budget.message(exceeded)),
+            None => result,
+        }
     }
 }
 
@@ -83,9 +103,11 @@ fn check_size(ast: &IdedExpr) -> Result<(), String> {
     Ok(())
 }
 
-/// A CEL context with every root of `facts` as a variable; built once per evaluation.
+/// A CEL context with every root of `facts` as a variable, and the function the budget is
+/// charged through; built once per evaluation.
 pub fn context(facts: &serde_json::Value) -> Result<Context<'static, 'static>, String> {
     let mut ctx = Context::default();
+    budget::declare(&mut ctx)?;
     if let Some(obj) = facts.as_object() {
         for (name, value) in obj {
             ctx.add_variable(name.clone(), to_cel(value)?)

@@ -5,6 +5,7 @@
 //! parts are CEL expressions too. Built-in rules are embedded in the binary; users add
 //! their own directory. [`RuleSet::check`] validates rules without running a diagnosis.
 
+mod budget;
 mod engine;
 mod expr;
 mod files;
@@ -22,6 +23,8 @@ mod template;
 /// evaluate, tested); the main thread of `netdoctor diagnose` has the usual 8 MiB.
 pub const EVAL_STACK_SIZE: usize = 2 << 20;
 
+#[cfg(test)]
+pub use budget::MAX_TIME;
 #[cfg(test)]
 pub use engine::evaluate;
 pub use partial::{evaluate_partial, NotEvaluated};

@@ -12,6 +12,7 @@
 
 use serde::Serialize;
 
+use super::budget::Budget;
 use super::engine::{context, finding, holds, to_cel};
 use super::rule::{Rule, RuleSet};
 use crate::rules::finding::Finding;
@@ -131,7 +132,8 @@ pub fn evaluate_partial(
 }
 
 /// One rule's findings: conditions read `known`, findings `facts`. Fails when a condition
-/// cannot be decided, or when the per-item list itself is missing.
+/// cannot be decided, when the per-item list itself is missing, or when the rule exceeds
+/// its evaluation budget (which covers every item).
 fn decide(
     rule: &Rule,
     full_ctx: &cel::Context<'_, '_>,
@@ -139,9 +141,10 @@ fn decide(
     facts: &serde_json::Value,
     known: &serde_json::Value,
 ) -> Result<Vec<Finding>, String> {
+    let budget = Budget::new(&rule.id);
     let Some((var, list)) = rule.scope.item() else {
-        return Ok(if holds(rule, known_ctx)? {
-            vec![finding(rule, full_ctx)?]
+        return Ok(if holds(rule, known_ctx, &budget)? {
+            vec![finding(rule, full_ctx, &budget)?]
         } else {
             Vec::new()
         });
@@ -156,14 +159,14 @@ fn decide(
         let mut cond = known_ctx.new_inner_scope();
         cond.add_variable(var, to_cel(k)?)
             .map_err(|e| e.to_string())?;
-        if !holds(rule, &cond)? {
+        if !holds(rule, &cond, &budget)? {
             continue;
         }
         let item = items.and_then(|it| it.get(i)).unwrap_or(k);
         let mut full = full_ctx.new_inner_scope();
         full.add_variable(var, to_cel(item)?)
             .map_err(|e| e.to_string())?;
-        out.push(finding(rule, &full)?);
+        out.push(finding(rule, &full, &budget)?);
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 
 use cel::{Context, Value};
 
+use super::budget::Budget;
 use super::expr::Expression;
 
 /// A compiled template.
@@ -53,15 +54,15 @@ impl Template {
             .collect()
     }
 
-    /// Renders against `ctx`.
-    pub fn render(&self, ctx: &Context<'_, '_>) -> Result<String, String> {
+    /// Renders against `ctx`, spending `budget`.
+    pub fn render(&self, ctx: &Context<'_, '_>, budget: &Budget) -> Result<String, String> {
         let mut out = String::new();
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
                 Part::Expr { source, expression } => {
                     let value = expression
-                        .execute(ctx)
+                        .execute(ctx, budget)
                         .map_err(|e| format!("{{{{ {} }}}}: {e}", excerpt(source)))?;
                     out.push_str(&display(&value));
                 }
@@ -106,7 +107,11 @@ mod tests {
             .expect("compiles");
         let facts = serde_json::json!({"iface": {"mtu": 1420}});
         let ctx = super::super::expr::context(&facts).expect("context");
-        assert_eq!(t.render(&ctx).expect("renders"), "MTU 1420 + 40 bytes");
+        let budget = Budget::new("test.template");
+        assert_eq!(
+            t.render(&ctx, &budget).expect("renders"),
+            "MTU 1420 + 40 bytes"
+        );
         assert_eq!(
             t.variables(),
             vec!["iface".to_string(), "iface".to_string()]

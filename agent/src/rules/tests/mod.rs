@@ -5,6 +5,8 @@ use crate::facts::{Facts, FlowFacts, PeerFacts};
 use crate::rules::finding::Severity;
 use crate::rules::{evaluate, RuleError, RuleSet};
 
+mod budget;
+mod charging;
 mod documented;
 mod files;
 mod limits;

@@ -1,4 +1,11 @@
-//! Reading a rule file: a regular file of at most [`MAX_RULE_FILE`] bytes of UTF-8.
+//! Reading a rule file: a regular file of at most [`MAX_RULE_FILE`] bytes of UTF-8, in a
+//! directory and from a file no user but root (or netdoctor's own user) controls.
+//!
+//! Rules decide what the agent reports and the fix it prints (the dashboard copies it with
+//! one click), so whoever may write a rule file, or add one to the directory, writes what
+//! an administrator may run as root. The directory must therefore belong to root (or this
+//! process's user) and be writable by nobody else, sticky or not (anyone could add a file
+//! to a sticky one), and so must each file, checked on the opened descriptor.
 //!
 //! A `*.toml` in a rules directory may be anything a name can be: a FIFO (reading it waits
 //! for a writer that never comes, and the agent serves nothing meanwhile), a link to
@@ -9,10 +16,42 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::limits::MAX_RULE_FILE;
+use crate::facts::trusted::trusted_uid;
+
+/// Why another user may control `meta`'s file or directory at `path`, with the fix.
+fn controlled_by_another_user(meta: &Metadata, path: &Path) -> Option<String> {
+    if !trusted_uid(meta.uid()) {
+        return Some(format!(
+            "belongs to uid {}, who could write the rules' findings and the fixes they print: \
+             `chown root {}`",
+            meta.uid(),
+            path.display()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Some(format!(
+            "may be written by users other than its owner (mode {mode:04o}), who could write \
+             the rules' findings and the fixes they print: `chmod go-w {}`",
+            path.display()
+        ));
+    }
+    None
+}
+
+/// Checks that no other user controls the rules directory `dir` (it may be a symbolic
+/// link an administrator made: what it leads to is checked).
+pub fn check_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read rules directory: {e}"))?;
+    match controlled_by_another_user(&meta, dir) {
+        Some(why) => Err(format!("the rules directory {why}")),
+        None => Ok(()),
+    }
+}
 
 /// What kind of file `meta` describes, for messages.
 fn kind(meta: &Metadata) -> &'static str {
@@ -48,6 +87,9 @@ pub fn read(path: &Path) -> Result<String, String> {
              rename it so it does not end in .toml",
             kind(&meta)
         ));
+    }
+    if let Some(why) = controlled_by_another_user(&meta, path) {
+        return Err(format!("the rule file {why}"));
     }
     let too_big = |size: u64| {
         format!(

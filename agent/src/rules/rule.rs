@@ -245,8 +245,15 @@ impl RuleSet {
     }
 
     /// Every `*.toml` in `dir` (not recursive), all errors at once. Each must be a regular
-    /// file of at most [`super::limits::MAX_RULE_FILE`] bytes.
+    /// file of at most [`super::limits::MAX_RULE_FILE`] bytes, and no user but root (or
+    /// this process's user) may write it or the directory ([`super::files`]).
     pub fn load_dir(dir: &Path) -> Result<Self, Vec<RuleError>> {
+        super::files::check_dir(dir).map_err(|message| {
+            vec![RuleError {
+                origin: dir.display().to_string(),
+                message,
+            }]
+        })?;
         let entries = std::fs::read_dir(dir).map_err(|e| {
             vec![RuleError {
                 origin: dir.display().to_string(),

@@ -109,3 +109,96 @@ fn regular_files_up_to_64_kib_and_links_to_them_load() {
     ids.sort();
     assert_eq!(ids, ["site.linked", "site.valid"]);
 }
+
+/// Whether this test may give files to another user; under CI it must.
+fn can_chown() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").is_err(),
+        "CI must run this as root: it gives files to another user"
+    );
+    println!("SKIP: needs root to give files to another user");
+    false
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Rules print the fix an administrator runs as root: a rule file or a rules directory
+/// another user owns or may write is refused, naming the fix.
+#[test]
+fn rules_another_user_may_write_are_refused() {
+    if !can_chown() {
+        return;
+    }
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("theirs.toml");
+    std::fs::write(&file, valid()).expect("write");
+    nix::unistd::chown(&file, nobody, None).expect("chown");
+    let e = only_error(dir.path());
+    assert!(
+        e.contains("theirs.toml: the rule file belongs to uid 65534")
+            && e.contains(&format!("`chown root {}`", file.display())),
+        "{e}"
+    );
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("shared.toml");
+    std::fs::write(&file, valid()).expect("write");
+    chmod(&file, 0o664);
+    let e = only_error(dir.path());
+    assert!(
+        e.contains(
+            "shared.toml: the rule file may be written by users other than its owner (mode 0664)"
+        ) && e.contains("`chmod go-w"),
+        "{e}"
+    );
+
+    for mode in [0o777, 0o1777, 0o775] {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("site.toml"), valid()).expect("write");
+        chmod(dir.path(), mode);
+        let e = only_error(dir.path());
+        assert!(
+            e.contains(&format!(
+                "the rules directory may be written by users other than its owner (mode {mode:04o})"
+            )),
+            "{e}"
+        );
+    }
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    std::fs::write(dir.path().join("site.toml"), valid()).expect("write");
+    nix::unistd::chown(dir.path(), nobody, None).expect("chown");
+    let e = only_error(dir.path());
+    assert!(
+        e.contains("the rules directory belongs to uid 65534"),
+        "{e}"
+    );
+}
+
+/// The healthy twin: root's files, readable by all (0644, 0444), in root's 0755 directory,
+/// and a link root made to its own directory.
+#[test]
+fn roots_rules_readable_by_all_load() {
+    if !can_chown() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temporary directory");
+    chmod(dir.path(), 0o755);
+    let a = dir.path().join("a.toml");
+    std::fs::write(&a, rule_file("site.a", "interface", "iface.mtu > 0")).expect("write");
+    chmod(&a, 0o444);
+    std::fs::write(dir.path().join("b.toml"), valid()).expect("write");
+    let link_dir = tempfile::tempdir().expect("temporary directory");
+    let link = link_dir.path().join("rules");
+    std::os::unix::fs::symlink(dir.path(), &link).expect("symlink");
+    let set = load_within_a_second(&link).expect("root's rules load");
+    assert_eq!(set.rules().len(), 2);
+}

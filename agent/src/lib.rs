@@ -20,6 +20,8 @@ pub(crate) mod duration;
 pub(crate) mod facts;
 pub mod kernel;
 pub(crate) mod rules;
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// The firewall as netdoctor reads it (nftables over netlink, legacy iptables over
 /// `getsockopt`): which NAT and MSS clamping rules exist and what they cover. Public for

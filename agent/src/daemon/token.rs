@@ -79,10 +79,6 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn root() -> bool {
-        nix::unistd::geteuid().is_root()
-    }
-
     fn token_file(dir: &Path, mode: u32) -> std::path::PathBuf {
         let path = dir.join("token");
         std::fs::write(&path, "0123456789abcdef0123456789abcdef\n").expect("write");
@@ -113,9 +109,7 @@ mod tests {
             e.contains("may write it (mode 620)") && e.contains("chmod 600"),
             "{e}"
         );
-        if !root() {
-            assert!(std::env::var("CI").is_err(), "CI must run this as root");
-            println!("SKIP: needs root to give the file to another user");
+        if !crate::testing::root_or_skip("to give the file to another user") {
             return;
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");

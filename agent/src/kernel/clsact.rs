@@ -268,12 +268,7 @@ mod tests {
 
     #[test]
     fn removes_only_the_clsact_it_created_once_no_filter_is_left() {
-        if !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI must run this as root: it needs a network namespace"
-            );
-            println!("SKIP: needs root for a network namespace");
+        if !crate::testing::root_or_skip("for a network namespace") {
             return;
         }
         // A thread of its own enters the new namespace (tc, run from it, too).

@@ -289,12 +289,7 @@ mod tests {
     /// own, with 10.93.0.1/24 on `lo`.
     #[test]
     fn a_broadcast_target_is_named_as_such() {
-        if !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI must run this as root: it needs a network namespace"
-            );
-            println!("SKIP: needs root for a network namespace and a raw socket");
+        if !crate::testing::root_or_skip("for a network namespace and a raw socket") {
             return;
         }
         let error = std::thread::spawn(|| {

@@ -109,15 +109,9 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn root() -> bool {
-        nix::unistd::geteuid().is_root()
-    }
-
     #[test]
     fn root_owned_files_are_read_and_others_refused() {
-        if !root() {
-            assert!(std::env::var("CI").is_err(), "CI must run this as root");
-            println!("SKIP: needs root to own files as root and as another user");
+        if !crate::testing::root_or_skip("to own files as root and as another user") {
             return;
         }
         let dir = tempfile::tempdir().expect("tempdir");
@@ -157,9 +151,7 @@ mod tests {
     /// planted, or a directory another user may write: refused.
     #[test]
     fn secrets_through_root_links_in_sticky_directories_are_read() {
-        if !root() {
-            assert!(std::env::var("CI").is_err(), "CI must run this as root");
-            println!("SKIP: needs root to own files as root and as another user");
+        if !crate::testing::root_or_skip("to own files as root and as another user") {
             return;
         }
         let volume = tempfile::tempdir().expect("tempdir");
@@ -220,9 +212,7 @@ mod tests {
         let file = dir.path().join("wg2.sock");
         std::fs::write(&file, "").expect("write");
         assert!(matches!(socket_file(&file), Err(Untrusted::NotASocket)));
-        if !root() {
-            assert!(std::env::var("CI").is_err(), "CI must run this as root");
-            println!("SKIP: needs root to give the socket to another user");
+        if !crate::testing::root_or_skip("to give the socket to another user") {
             return;
         }
         nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).expect("chown");

@@ -138,12 +138,7 @@ mod tests {
     /// bytes apart, and every index must still find the value the map calls its own.
     #[test]
     fn values_of_an_odd_size_are_found_at_the_kernels_stride() {
-        if !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI must run this as root: it creates a BPF map"
-            );
-            println!("SKIP: needs root to create a BPF map");
+        if !crate::testing::root_or_skip("to create a BPF map") {
             return;
         }
         let opts = libbpf_sys::bpf_map_create_opts {

@@ -110,19 +110,6 @@ fn regular_files_up_to_64_kib_and_links_to_them_load() {
     assert_eq!(ids, ["site.linked", "site.valid"]);
 }
 
-/// Whether this test may give files to another user; under CI it must.
-fn can_chown() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "CI must run this as root: it gives files to another user"
-    );
-    println!("SKIP: needs root to give files to another user");
-    false
-}
-
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
@@ -132,7 +119,7 @@ fn chmod(path: &Path, mode: u32) {
 /// another user owns or may write is refused, naming the fix.
 #[test]
 fn rules_another_user_may_write_are_refused() {
-    if !can_chown() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     let nobody = Some(nix::unistd::Uid::from_raw(65534));
@@ -187,7 +174,7 @@ fn rules_another_user_may_write_are_refused() {
 /// and a link root made to its own directory.
 #[test]
 fn roots_rules_readable_by_all_load() {
-    if !can_chown() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     let dir = tempfile::tempdir().expect("temporary directory");

@@ -10,9 +10,7 @@ use super::fixture::App;
 
 #[test]
 fn an_abandoned_diagnosis_keeps_the_slot_until_it_ends() {
-    if !nix::unistd::geteuid().is_root() {
-        assert!(std::env::var("CI").is_err(), "CI must run this as root");
-        println!("SKIP: needs root to load the diagnosis' programs");
+    if !crate::testing::root_or_skip("to load the diagnosis' programs") {
         return;
     }
     // This thread moves to a network namespace of its own, so nothing attaches to the

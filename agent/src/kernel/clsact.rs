@@ -13,19 +13,8 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
-use netlink_packet_core::{NetlinkBuffer, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use rtnetlink::packet_route::tc::{TcHandle, TcMessage};
-use rtnetlink::packet_route::RouteNetlinkMessage;
-
-/// `RTM_NEWTFILTER`: one message of a filter dump.
-const RTM_NEWTFILTER: u16 = 44;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-/// How long the kernel may take to answer one dump.
-const RECEIVE_TIMEOUT: Duration = Duration::from_secs(2);
+use super::tc_filters::filters;
 
 /// This process' holds on clsact qdiscs, by network namespace and interface index.
 #[derive(Debug, Default)]
@@ -145,70 +134,10 @@ pub(crate) fn remove_if_empty(ifindex: u32) -> io::Result<bool> {
     }
 }
 
-/// How many filter messages the kernel lists on the clsact of `ifindex`, ingress and
-/// egress, every chain (`tc filter show dev IF ingress` and `egress`); 0 when the interface
-/// has no clsact.
-pub(crate) fn filters(ifindex: u32) -> io::Result<usize> {
-    let mut socket = Socket::new(NETLINK_ROUTE)?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
-    let timeout = nix::sys::time::TimeVal::new(RECEIVE_TIMEOUT.as_secs() as i64, 0);
-    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
-    let mut total = 0;
-    for (seq, minor) in [(1, TcHandle::MIN_INGRESS), (2, TcHandle::MIN_EGRESS)] {
-        total += dump_filters(&socket, ifindex, minor, seq)?;
-    }
-    Ok(total)
-}
-
-fn dump_filters(socket: &Socket, ifindex: u32, minor: u16, seq: u32) -> io::Result<usize> {
-    let mut tc = TcMessage::with_index(ifindex as i32);
-    tc.header.parent = TcHandle {
-        major: u16::MAX,
-        minor,
-    };
-    let mut request = NetlinkMessage::from(RouteNetlinkMessage::GetTrafficFilter(tc));
-    request.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    request.header.sequence_number = seq;
-    request.finalize();
-    let mut bytes = vec![0u8; request.buffer_len()];
-    request.serialize(&mut bytes);
-    socket.send(&bytes, 0)?;
-    let mut count = 0;
-    loop {
-        let (datagram, _) = socket.recv_from_full()?;
-        let mut rest: &[u8] = &datagram;
-        while !rest.is_empty() {
-            let msg = NetlinkBuffer::new_checked(rest)
-                .map_err(|e| io::Error::other(format!("malformed netlink message: {e}")))?;
-            let total = (msg.length() as usize).min(rest.len());
-            if msg.sequence_number() == seq {
-                match msg.message_type() {
-                    NLMSG_DONE => return Ok(count),
-                    NLMSG_ERROR => {
-                        let code = msg
-                            .payload()
-                            .get(..4)
-                            .and_then(|b| b.try_into().ok())
-                            .map_or(0, i32::from_ne_bytes);
-                        return match code {
-                            0 => Ok(count),
-                            c => Err(io::Error::from_raw_os_error(-c)),
-                        };
-                    }
-                    RTM_NEWTFILTER => count += 1,
-                    _ => {}
-                }
-            }
-            // Messages are 4-byte aligned within a datagram.
-            rest = rest.get(total.next_multiple_of(4).max(4)..).unwrap_or(&[]);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::tc_filters::list;
 
     /// `tc ARGS` (in the calling thread's network namespace); its stdout.
     fn tc(args: &[&str]) -> String {
@@ -258,10 +187,16 @@ mod tests {
         // Created here, then someone else's filter on it: it stays, with that filter.
         let a = Clsact::hold(LO).expect("hold");
         tc(&FOREIGN);
+        let listed = list(LO).expect("dump");
         assert!(
-            filters(LO).expect("dump") > 0,
-            "the dump misses the u32 filter"
+            listed.iter().any(|f| f.ingress
+                && f.priority == 1
+                && f.handle != 0
+                && f.kind == "u32"
+                && f.bpf_id.is_none()),
+            "the dump misses the u32 filter: {listed:?}"
         );
+        assert_eq!(filters(LO).expect("dump"), listed.len());
         drop(a);
         assert!(has_clsact(), "removed with someone else's filter on it");
         assert!(tc(&["filter", "show", "dev", "lo", "ingress"]).contains("u32"));

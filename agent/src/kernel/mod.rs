@@ -19,6 +19,8 @@ pub(crate) mod features;
 pub mod packet;
 pub mod sockets;
 pub(crate) mod sysctl;
+mod tc_filters;
 pub mod views;
 
+pub use attach::{AttachMethod, XdpMode};
 pub use error::{Error, Result};

@@ -2,8 +2,9 @@
 //! wireguard-go tunnels: a finding's lifecycle (opened once, refreshed, resolved when the
 //! MTU is fixed), interfaces that disappear and come back, `kill -9` (nothing stays
 //! attached, the SQLite history survives intact and is served after a restart), SIGTERM
-//! (exit 0, nothing attached), the history database another user prepared (a forged
-//! WAL: exit 3), damaged (exit 3) or on a full file system (said once, `/readyz` 503);
+//! (exit 0, nothing attached), the agent attached by netlink beside diagnoses of the same
+//! interface (its filters stay and count), the history database another user prepared (a
+//! forged WAL: exit 3), damaged (exit 3) or on a full file system (said once, `/readyz` 503);
 //! rules at the limits of what `rules check` accepts evaluated by the monitor, and one
 //! past them refused at start.
 //!
@@ -18,6 +19,7 @@ mod lab;
 mod churn;
 mod database;
 mod finding;
+mod netlink;
 mod rule_limits;
 mod sigkill;
 mod sigterm;

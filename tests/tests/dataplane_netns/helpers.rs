@@ -1,7 +1,7 @@
 //! What every test reads its report with: addresses, iperf3's port of its data
 //! connection, the one flow matching a predicate, and a tolerance check of counts; and for
-//! the attachment tests, netdoctor started in the background, the clsact qdisc and someone
-//! else's tc filter.
+//! the attachment tests, netdoctor started in the background, the clsact qdisc, netdoctor's
+//! tc filters and someone else's.
 
 use std::net::IpAddr;
 
@@ -70,6 +70,25 @@ pub(crate) fn has_clsact(ns: &Netns) -> Result<bool> {
     Ok(ns
         .run(&["tc", "qdisc", "show", "dev", IF])?
         .contains("clsact"))
+}
+
+/// The handles of program `name`'s filters in `tc filter show dev IF DIR`, each checked to
+/// be at netdoctor's priority (0xe0d0 = 57552).
+pub(crate) fn our_filters(ns: &Netns, dir: &str, name: &str) -> Result<Vec<String>> {
+    let shown = ns.run(&["tc", "filter", "show", "dev", IF, dir])?;
+    shown
+        .lines()
+        .filter(|l| l.contains(name))
+        .map(|l| {
+            if !l.contains("pref 57552 ") {
+                bail!("not at netdoctor's priority: {l}");
+            }
+            let handle = l.split_whitespace().skip_while(|w| *w != "handle").nth(1);
+            handle
+                .map(str::to_owned)
+                .with_context(|| format!("no handle in {l}"))
+        })
+        .collect()
 }
 
 /// `netdoctor ARGS` in the background in `ns`, once it printed `ready` (attached).

@@ -1,5 +1,6 @@
-//! End-to-end tests of the packet data plane: the real `netdoctor` binary,
-//! real BPF programs attached to interfaces of throw-away network namespaces,
+//! End-to-end tests of the packet data plane: the real `netdoctor` binary (or data
+//! planes loaded in the test process), real BPF programs attached to interfaces of
+//! throw-away network namespaces,
 //! real traffic (ping, iperf3, wireguard-go), and the figures compared with
 //! what the kernel and the traffic tools measured themselves.
 //!
@@ -15,5 +16,6 @@ mod icmp_frag_needed;
 mod loopback;
 mod sigkill;
 mod signals;
+mod two_dataplanes;
 mod veth;
 mod wireguard;

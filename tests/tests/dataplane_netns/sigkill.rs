@@ -1,6 +1,6 @@
-//! SIGKILL leaves nothing attached (links); netlink leftovers are swept, with the clsact
-//! qdisc they leave empty (not one with someone else's filter), and a running netlink
-//! instance is spared.
+//! SIGKILL leaves nothing attached (links); netlink leftovers are swept whatever their
+//! handle, with the clsact qdisc they leave empty (not one with someone else's filter), and
+//! a running netlink instance is spared.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use netdoctor_lab::netdoctor::{self, Watch};
 use netdoctor_lab::{ci, traffic, Netns, PairTopology, PingOpts};
 use nix::sys::signal::Signal;
 
-use crate::helpers::{add_foreign_filter, has_clsact, ip, start, IF};
+use crate::helpers::{add_foreign_filter, has_clsact, ip, our_filters, start, IF};
 
 fn kill9(watch: &mut Watch) -> Result<()> {
     let process = watch.process_mut();
@@ -279,5 +279,123 @@ fn the_sweep_removes_a_killed_netdoctors_clsact_only_when_empty() -> Result<()> 
             && left.tc_egress.is_empty(),
         "their filter and the clsact must stay: {left:#?}"
     );
+    Ok(())
+}
+
+/// Starts `n` netlink `flows` at once, each with a filter of its own in each direction,
+/// and kills them all: their leftovers.
+fn killed_netlink_runs(ns: &Netns, n: usize) -> Result<()> {
+    let flows = ["flows", IF, "--duration", "60s", "--attach", "netlink"];
+    let mut running = Vec::new();
+    for _ in 0..n {
+        running.push(start(ns, &flows, "netdoctor: watching")?);
+    }
+    for mut process in running {
+        process.signal(Signal::SIGKILL)?;
+        process.wait_timeout(Duration::from_secs(10))?;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(())
+}
+
+/// The handles of netdoctor's filters on [`IF`], ingress and egress; each direction's must
+/// be `n` different ones.
+fn our_handles(ns: &Netns, n: usize) -> Result<[Vec<String>; 2]> {
+    let mut both = [Vec::new(), Vec::new()];
+    for (i, (dir, name)) in [("ingress", "nd_tc_ingress"), ("egress", "nd_tc_egress")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut handles = our_filters(ns, dir, name)?;
+        handles.sort();
+        handles.dedup();
+        ensure!(
+            handles.len() == n,
+            "{n} {dir} filters of netdoctor at their own handles expected, got {handles:?}"
+        );
+        both[i] = handles;
+    }
+    Ok(both)
+}
+
+#[test]
+fn the_sweep_removes_leftovers_at_every_handle_and_spares_a_live_one() -> Result<()> {
+    if !ci::lab_ready(&["tc", "ping"]) {
+        return Ok(());
+    }
+    let pair = PairTopology::new(1500)?;
+    let ns = &pair.a;
+    let sweep = || -> Result<String> {
+        let out = netdoctor::run(
+            Some(ns),
+            &["flows", IF, "--duration", "1s"],
+            Duration::from_secs(60),
+        )?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        ensure!(out.status.success(), "{}: {stderr}", out.status);
+        Ok(stderr)
+    };
+
+    // Two killed runs: four filters at two handles, all swept, and the clsact with them.
+    killed_netlink_runs(ns, 2)?;
+    our_handles(ns, 2)?;
+    let stderr = sweep()?;
+    ensure!(
+        stderr.contains("removed 4 program(s) a previous netdoctor left attached, and the clsact qdisc it left empty"),
+        "{stderr}"
+    );
+    ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
+
+    // A live netlink run beside a killed one: only the killed one's filters go, and the
+    // clsact stays under the live one's, which go on counting.
+    let live = Watch::start(
+        ns,
+        &[
+            "flows",
+            IF,
+            "--duration",
+            "60s",
+            "--attach",
+            "netlink",
+            "--json",
+        ],
+    )?;
+    let mine = our_handles(ns, 1)?;
+    killed_netlink_runs(ns, 1)?;
+    our_handles(ns, 2)?;
+    let stderr = sweep()?;
+    ensure!(
+        stderr.contains("removed 2 program(s) a previous netdoctor left attached")
+            && !stderr.contains("clsact qdisc it left empty"),
+        "{stderr}"
+    );
+    ensure!(
+        our_handles(ns, 1)? == mine,
+        "the live run's filters must be all that is left"
+    );
+    ensure!(has_clsact(ns)?, "the clsact went from under the live run");
+    let ping = traffic::ping(
+        ns,
+        PairTopology::B_IP,
+        &PingOpts {
+            count: 5,
+            interval_secs: 0.02,
+            ..PingOpts::default()
+        },
+    )?;
+    let report = live.interrupt()?;
+    let (a, b) = (ip(PairTopology::A_IP)?, ip(PairTopology::B_IP)?);
+    let counted: u64 = report
+        .flows
+        .iter()
+        .filter(|f| f.direction == "egress" && f.protocol == 1 && f.src == a && f.dst == b)
+        .map(|f| f.packets)
+        .sum();
+    ensure!(
+        counted == u64::from(ping.transmitted),
+        "the live run counted {counted} of {} echo requests",
+        ping.transmitted
+    );
+    ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
     Ok(())
 }

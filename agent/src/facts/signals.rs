@@ -73,27 +73,32 @@ pub(crate) fn packet_dataplane<'obj>(
             return None;
         }
     };
-    if let Err(e) = dp.attach(&me.target()) {
-        note(
-            notes,
-            format!("packet data plane unavailable ({e}): {lost}"),
-        );
-        return None;
+    match dp.attach(&me.target()) {
+        Ok(hooks) => notes.extend(hooks.note),
+        Err(e) => {
+            note(
+                notes,
+                format!("packet data plane unavailable ({e}): {lost}"),
+            );
+            return None;
+        }
     }
     for u in underlay.watch.iter().filter(|u| u.index != me.index) {
-        if let Err(e) = dp.attach(&u.target()) {
-            notes.push(format!(
+        match dp.attach(&u.target()) {
+            Ok(hooks) => notes.extend(hooks.note),
+            Err(e) => notes.push(format!(
                 "could not watch the underlay candidate {}: {e}",
                 u.name
-            ));
+            )),
         }
     }
     for i in also {
-        if let Err(e) = dp.attach(&i.target()) {
-            notes.push(format!(
+        match dp.attach(&i.target()) {
+            Ok(hooks) => notes.extend(hooks.note),
+            Err(e) => notes.push(format!(
                 "could not watch {} (a multipath nexthop or the uplink): {e}",
                 i.name
-            ));
+            )),
         }
     }
     Some(dp)
@@ -111,8 +116,9 @@ pub(crate) fn watch_more(
         if also.iter().any(|a| a.index == i.index) {
             continue;
         }
-        if let Err(e) = dp.attach(&i.target()) {
-            notes.push(format!("could not watch the uplink {}: {e}", i.name));
+        match dp.attach(&i.target()) {
+            Ok(hooks) => notes.extend(hooks.note),
+            Err(e) => notes.push(format!("could not watch the uplink {}: {e}", i.name)),
         }
         also.push(i);
     }

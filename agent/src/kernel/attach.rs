@@ -11,7 +11,8 @@
 //! that marks it as netdoctor's ([`TC_PRIORITY`]): several data planes (the agent's monitor
 //! and a diagnosis, or two commands) can watch one interface, each removing only its own
 //! filter. Our programs return `TCX_NEXT` (`TC_ACT_UNSPEC` for cls_bpf: go on with the next
-//! filter), so every one of them sees every packet.
+//! filter), so every one of them sees every packet. Legacy XDP is one program per interface:
+//! a data plane that finds it taken is told so ([`xdp_taken`]) and counts with tc instead.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -94,7 +95,7 @@ impl Drop for Attachment {
                 ifindex,
                 flags,
                 prog,
-            } => Xdp::new(prog.as_fd()).detach(*ifindex, XdpFlags::from_bits_truncate(*flags)),
+            } => xdp_detach_own(*ifindex, *flags, prog.as_fd()),
             Attachment::NetlinkTc { hook, prog_id, .. } => tc_detach_own(hook, *prog_id),
         };
         if let Err(e) = result {
@@ -177,20 +178,49 @@ fn tc_detach_own(hook: &mut TcHook, prog_id: u32) -> libbpf_rs::Result<()> {
     }
 }
 
+/// Detaches XDP program `prog` from `ifindex` if it is still the one attached there.
+fn xdp_detach_own(ifindex: i32, flags: u32, prog: BorrowedFd<'_>) -> libbpf_rs::Result<()> {
+    let opts = libbpf_sys::bpf_xdp_attach_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_xdp_attach_opts>() as _,
+        old_prog_fd: prog.as_raw_fd(),
+        ..Default::default()
+    };
+    // SAFETY: `opts` is a fully initialised options struct whose `sz` matches the libbpf we
+    // link against, and `prog` is a valid descriptor for the duration of the call. With
+    // `old_prog_fd` libbpf sets XDP_FLAGS_REPLACE: the kernel detaches only that program.
+    let ret = unsafe { libbpf_sys::bpf_xdp_detach(ifindex, flags, &opts) };
+    match ret {
+        0 => Ok(()),
+        e if e == -libc::EEXIST => {
+            tracing::warn!(
+                ifindex,
+                "the XDP program netdoctor attached was replaced by another one: left in place"
+            );
+            Ok(())
+        }
+        e => Err(libbpf_rs::Error::from_raw_os_error(-e)),
+    }
+}
+
 fn dup(prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     prog.try_clone_to_owned()
 }
 
-/// Attaches XDP through netlink (legacy; survives the process).
+/// Attaches XDP through netlink (legacy; survives the process). Never over another program:
+/// EBUSY or EEXIST when the interface has one ([`xdp_taken`]).
 pub(crate) fn xdp_netlink(
     prog: BorrowedFd<'_>,
     ifindex: u32,
     mode: XdpMode,
 ) -> io::Result<Attachment> {
-    let flags = XdpFlags::from_bits_truncate(mode.flags()) | XdpFlags::UPDATE_IF_NOEXIST;
-    Xdp::new(prog)
-        .attach(ifindex as i32, flags)
-        .map_err(io_error)?;
+    let flags = mode.flags() | libbpf_sys::XDP_FLAGS_UPDATE_IF_NOEXIST;
+    // SAFETY: `prog` is a valid program descriptor for the duration of the call; no options.
+    let ret = unsafe {
+        libbpf_sys::bpf_xdp_attach(ifindex as i32, prog.as_raw_fd(), flags, std::ptr::null())
+    };
+    if ret < 0 {
+        return Err(io::Error::from_raw_os_error(-ret));
+    }
     Ok(Attachment::NetlinkXdp {
         ifindex: ifindex as i32,
         flags: mode.flags(),
@@ -219,6 +249,33 @@ pub(crate) fn tc_netlink(
         prog_id,
         _clsact: clsact,
     })
+}
+
+/// Whether attaching XDP failed because the interface has an XDP program already (another
+/// netdoctor's, or anyone's): one per interface and mode, and native and generic exclude
+/// each other (EBUSY, EEXIST). Such a program is never replaced.
+pub(crate) fn xdp_taken(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST))
+}
+
+/// The XDP program attached to `ifindex`, for a message: "nd_xdp_ingress (id 42), another
+/// netdoctor's", "prog (id 7)", or "a program on a device above it" when there is none on
+/// the interface itself (a bond's, over its members).
+pub(crate) fn xdp_holder(prog: BorrowedFd<'_>, ifindex: u32, ours: &[&str]) -> String {
+    let ids = Xdp::new(prog)
+        .query(ifindex as i32, XdpFlags::NONE)
+        .map(|q| [q.prog_id, q.skb_prog_id, q.drv_prog_id, q.hw_prog_id])
+        .unwrap_or_default();
+    match ids.into_iter().find(|id| *id != 0) {
+        None => "a program on a device above it".into(),
+        Some(id) => match program_name(id) {
+            Some(name) if ours.contains(&name.as_str()) => {
+                format!("{name} (id {id}), another netdoctor's")
+            }
+            Some(name) => format!("{name} (id {id})"),
+            None => format!("program id {id}"),
+        },
+    }
 }
 
 /// Removes netlink attachments a killed netdoctor left on `ifindex`: cls_bpf filters at our

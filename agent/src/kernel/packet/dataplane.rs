@@ -315,15 +315,32 @@ impl<'obj> Dataplane<'obj> {
 
         let mut attachments = Vec::with_capacity(2);
         let mut ingress = None;
+        let mut note = None;
         if self.options.ingress == IngressHook::Xdp {
             let mode = self.options.xdp_mode;
             let attached = match method {
                 AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, mode),
                 AttachMethod::Netlink => attach::xdp_netlink(xdp_fd, iface.index, mode),
+            };
+            match attached {
+                Ok(a) => {
+                    attachments.push(a);
+                    ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
+                }
+                // One XDP program per interface, never replaced: another data plane's
+                // (the agent's, another command's) or anyone's keeps it, and this one
+                // counts received packets with tc, saying so.
+                Err(e) if attach::xdp_taken(&e) => {
+                    let holder = attach::xdp_holder(xdp_fd, iface.index, &PROGRAM_NAMES);
+                    let text = format!(
+                        "{}: XDP is taken by {holder}: received packets are counted with tc instead",
+                        iface.name
+                    );
+                    tracing::warn!("{text}");
+                    note = Some(text);
+                }
+                Err(e) => return Err(Error::attach("xdp", &iface.name, e)),
             }
-            .map_err(|e| Error::attach("xdp", &iface.name, e))?;
-            attachments.push(attached);
-            ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
         }
         // What tc really used: links fall back to netlink where the kernel has no tcx.
         let mut used = method;
@@ -348,6 +365,7 @@ impl<'obj> Dataplane<'obj> {
             } else {
                 LocalTcp::Packets
             },
+            note,
         };
         self.attached.insert(
             iface.index,

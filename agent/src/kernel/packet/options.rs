@@ -42,7 +42,9 @@ pub struct Target {
 pub enum IngressHook {
     /// tc (tcx) ingress.
     Tc,
-    /// XDP; if it cannot attach, netdoctor fails rather than silently using tc.
+    /// XDP; if the interface refuses it, netdoctor fails rather than silently using tc.
+    /// Where another program has the interface's XDP already (another netdoctor's, or
+    /// anyone's), that one stays and received packets are counted with tc, in a note.
     Xdp,
 }
 
@@ -106,6 +108,10 @@ pub struct Hooks {
     /// How TCP segments of local connections are accounted (after the fallback to
     /// `packets` without socket telemetry).
     pub local_tcp: LocalTcp,
+    /// Why the hooks differ from those asked for (XDP taken: tc counts received packets),
+    /// for the report's notes; not part of the JSON.
+    #[serde(skip)]
+    pub note: Option<String>,
 }
 
 /// The three programs of the data plane.

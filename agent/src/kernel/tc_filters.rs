@@ -2,7 +2,8 @@
 //! IF ingress` and `egress` list them: whether a clsact netdoctor created is empty
 //! ([`super::clsact`]), and which of them are a killed netdoctor's leftovers
 //! ([`super::attach::sweep_leftovers`]: netdoctor's priority and a cls_bpf program id).
-//! Each dump waits at most [`RECEIVE_TIMEOUT`] for the kernel.
+//! Each answer of the kernel is awaited at most [`RECEIVE_TIMEOUT`], and a list holds at most
+//! [`MAX_FILTERS`] filters.
 
 use std::io;
 use std::time::Duration;
@@ -20,6 +21,8 @@ const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 /// How long the kernel may take to answer one dump.
 const RECEIVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// More filters than any clsact netdoctor shares holds: a list stops with an error there.
+const MAX_FILTERS: usize = 65_536;
 
 /// One message of a filter dump of a clsact's ingress or egress (`tc filter show`'s lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +101,11 @@ fn dump_filters(
                             0 => Ok(()),
                             c => Err(io::Error::from_raw_os_error(-c)),
                         };
+                    }
+                    RTM_NEWTFILTER if out.len() >= MAX_FILTERS => {
+                        return Err(io::Error::other(format!(
+                            "interface {ifindex} lists more than {MAX_FILTERS} tc filters"
+                        )))
                     }
                     RTM_NEWTFILTER => out.push(parse_filter(msg.payload(), ingress)?),
                     _ => {}

@@ -202,6 +202,26 @@ in_a tc filter add dev $VA ingress prio 1 protocol ip u32 match u32 0 0 classid 
 signal_case sigint_theirs INT
 in_a tc qdisc del dev $VA clsact
 
+# two_netlink: data planes by netlink on the interface at once. `flows` (two_netlink: generic
+# XDP and a tc egress filter) runs while a diagnosis (two_netlink_diag) attaches tc filters of
+# its own, each at its own handle, and removes only those when it ends; then a second `flows`
+# asking for XDP too (two_netlink_xdp) finds it taken and counts with tc, saying so. The first
+# still counts the 20 pings sent after both. CASE.during, .between (after the diagnosis), .after.
+start_case two_netlink $A flows $VA --duration 300s --json --attach netlink --ingress xdp \
+    --xdp-mode generic
+FIRST=$BG
+start_case two_netlink_diag $A diagnose $VA --duration 8s --no-probe --json --attach netlink
+tc_state two_netlink.during
+finish_case two_netlink_diag
+tc_state two_netlink.between
+in_a "$ND" -v flows $VA --duration 1s --json --attach netlink --ingress xdp --xdp-mode generic \
+    >"$OUT/two_netlink_xdp.out" 2>"$OUT/two_netlink_xdp.err"
+echo $? >"$OUT/two_netlink_xdp.rc"
+in_a ping -c 20 -i 0.05 10.9.0.2 >/dev/null
+BG=$FIRST
+stop_case two_netlink
+tc_state two_netlink.after
+
 # agent: starts, attaches, serves /metrics and /api/v1/interfaces; `agent_degraded`: the
 # same with BPF refused (no CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN) serves what it has.
 NOBPF="setpriv --bounding-set -bpf,-perfmon,-sys_admin --inh-caps -bpf,-perfmon,-sys_admin"

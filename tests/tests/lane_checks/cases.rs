@@ -1,8 +1,8 @@
 //! The cases every kernel runs (tests/vm/cases.sh): the data plane's counters on tc and
 //! XDP against the kernel's, socket telemetry, drops with and without reasons, SIGINT and
-//! SIGTERM cleaning up netlink attachments (`super::signals`), the agent with and without
-//! BPF, and kernel WireGuard's MTU finding with its twins. Each check records the signals it
-//! proves for the kernel table.
+//! SIGTERM cleaning up netlink attachments and two data planes attached by netlink at once
+//! (`super::signals`), the agent with and without BPF, and kernel WireGuard's MTU finding
+//! with its twins. Each check records the signals it proves for the kernel table.
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::kernel_lane::{Run, Signals};
@@ -351,13 +351,14 @@ fn wireguard(run: &Run, s: &mut Signals) -> Check {
     Ok(())
 }
 
-pub const CASES: [(&str, CaseCheck); 9] = [
+pub const CASES: [(&str, CaseCheck); 10] = [
     ("dataplane", dataplane),
     ("xdp", xdp),
     ("sockets", sockets),
     ("close", close_events),
     ("drops", drops),
     ("sigint", super::signals::check),
+    ("two_netlink", super::signals::two_data_planes),
     ("agent", agent),
     ("agent_degraded", agent_degraded),
     ("wg1500", wireguard),

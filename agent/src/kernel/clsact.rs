@@ -218,12 +218,7 @@ mod tests {
     /// namespace does not keep the clsact of `lo` of another.
     #[test]
     fn holds_in_two_namespaces_are_counted_apart() {
-        if !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI must run this as root: it needs network namespaces"
-            );
-            println!("SKIP: needs root for network namespaces");
+        if !crate::testing::root_or_skip("for network namespaces") {
             return;
         }
         const LO: u32 = 1;

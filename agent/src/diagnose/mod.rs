@@ -243,6 +243,7 @@ pub async fn diagnose(
         routes: &routes,
     };
     let mut facts = observed.facts(window_end + AFTER_WINDOW).await?;
+    notes.extend(observed.cpu_notes());
 
     if opts.probe {
         // Targets the whole window names but no probe started on (found in its last

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::error::{Error, Result};
 use super::iface::Interface;
 
-/// One link's transmit counters at one moment.
+/// One link's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkCounter {
     /// Interface index.
@@ -20,9 +20,13 @@ pub struct LinkCounter {
     pub tx_bytes: u64,
     /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
 }
 
-/// Every link's transmit counters in the caller's namespace.
+/// Every link's counters in the caller's namespace.
 pub async fn counters() -> Result<Vec<LinkCounter>> {
     let (conn, handle, _) =
         rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
@@ -43,6 +47,8 @@ pub async fn counters() -> Result<Vec<LinkCounter>> {
                     index: l.header.index,
                     tx_bytes: s.tx_bytes,
                     tx_packets: s.tx_packets,
+                    rx_bytes: s.rx_bytes,
+                    rx_packets: s.rx_packets,
                 }),
                 _ => None,
             })
@@ -138,6 +144,7 @@ mod tests {
             index,
             tx_bytes,
             tx_packets: tx_bytes / 1000,
+            ..LinkCounter::default()
         }
     }
 
@@ -158,6 +165,11 @@ mod tests {
         let (before, after) = (lo(&before).expect("lo read"), lo(&after).expect("lo read"));
         assert!(
             after.tx_bytes >= before.tx_bytes + sent as u64,
+            "{before:?} -> {after:?}"
+        );
+        // What lo sends it receives: the tunnel's throughput counts both directions.
+        assert!(
+            after.rx_bytes >= before.rx_bytes + sent as u64 && after.rx_packets > before.rx_packets,
             "{before:?} -> {after:?}"
         );
     }

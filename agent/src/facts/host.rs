@@ -9,7 +9,7 @@ use super::firewall::Ruleset;
 use crate::kernel::sysctl::{self, CongestionControl};
 
 /// Host-wide facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Host {
     /// `net.ipv4.tcp_congestion_control`.
     pub cc_default: String,
@@ -44,6 +44,11 @@ pub struct Host {
     pub fib_multipath_hash_policy: i64,
     /// `net.ipv6.fib_multipath_hash_policy`.
     pub fib6_multipath_hash_policy: i64,
+    /// The host's online CPUs.
+    pub cpus_online: i64,
+    /// The share of all its CPUs' time that was busy during the observation (`/proc/stat`),
+    /// percent; -1 if not read.
+    pub cpu_busy_percent: f64,
 }
 
 fn int(key: &str) -> i64 {
@@ -92,6 +97,8 @@ impl Host {
             mss_clamp_rule: clamp.map(|r| r.describe()).unwrap_or_default(),
             fib_multipath_hash_policy: int("net.ipv4.fib_multipath_hash_policy"),
             fib6_multipath_hash_policy: int("net.ipv6.fib_multipath_hash_policy"),
+            cpus_online: i64::from(super::cpu::online_cpus()),
+            cpu_busy_percent: -1.0,
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod bond;
 pub mod build;
+pub mod cpu;
 pub mod ecmp;
 mod error;
 pub mod firewall;
@@ -95,7 +96,8 @@ pub struct TunnelFacts {
     pub port: i64,
     /// Remote endpoints ("address:port"; the address alone for tunnels without UDP).
     pub endpoints: Vec<String>,
-    /// The serving process for TUN/TAP tunnels.
+    /// The serving process for TUN/TAP tunnels and userspace WireGuard (wireguard-go,
+    /// boringtun, tailscaled); "" for kernel tunnels.
     pub daemon: String,
     /// IP fragments of tunnel packets seen on the underlay during the observation.
     pub underlay_fragments: i64,
@@ -113,6 +115,10 @@ pub struct TunnelFacts {
     pub underlay_bond_busiest_percent: f64,
     /// All members' rate, Mbit/s.
     pub underlay_bond_rate_mbps: f64,
+    /// What the tunnel carried and what its daemon used of the CPU (`daemon_pid`,
+    /// `daemon_cpu_percent`, ..., `throughput_mbps`), at the same level as the fields above.
+    #[serde(flatten)]
+    pub load: cpu::TunnelLoad,
 }
 
 /// One tunnel peer (WireGuard peer, VXLAN remote, tinc/fastd endpoint).

@@ -225,12 +225,18 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 .as_ref()
                 .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
                 .unwrap_or_default();
+            // A userspace WireGuard (wireguard-go, boringtun: a UAPI socket) serves a TUN
+            // device, and its daemon's CPU is measured; kernel WireGuard has no daemon.
+            let daemon = crate::facts::iface::has_wireguard_uapi(&iface.name)
+                .then(|| process::tun_owner(&iface.name))
+                .flatten();
             ConfiguredTunnel {
                 kind: Some(TunnelType::Wireguard),
                 encap: Some(Encap::Wireguard),
                 endpoints,
                 port: dev.as_ref().map_or(0, |d| d.listen_port),
                 wireguard: dev,
+                daemon,
                 notes,
                 ..ConfiguredTunnel::default()
             }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::daemon::store::{CcRetrans, Sample};
 use crate::facts::bond::LinkCounter;
 use crate::facts::build::{Observation, Snapshot};
+use crate::facts::cpu::{DaemonSample, HostSample};
 use crate::facts::firewall::Ruleset;
 use crate::facts::iface::{self, Interface};
 use crate::facts::link;
@@ -36,6 +37,7 @@ struct Window<'a> {
     routes: &'a [TableRoute],
     firewall: &'a Ruleset,
     links_now: &'a [LinkCounter],
+    host_cpu: (Option<HostSample>, Option<HostSample>),
 }
 
 impl Monitor<'_> {
@@ -77,6 +79,7 @@ impl Monitor<'_> {
             tracing::debug!("firewall rules partly unread: {e}");
         }
         let links_now = bond::counters().await.unwrap_or_default();
+        let host_cpu_now = HostSample::read().ok();
         let shared = Window {
             all: &all,
             window: &window,
@@ -86,6 +89,7 @@ impl Monitor<'_> {
             routes: &routes,
             firewall: &firewall,
             links_now: &links_now,
+            host_cpu: (self.prev_host_cpu, host_cpu_now),
         };
 
         let selected: Vec<Interface> = self
@@ -128,6 +132,7 @@ impl Monitor<'_> {
         self.prev_dp = dp_now;
         self.prev_drops = drops_now;
         self.prev_links = links_now;
+        self.prev_host_cpu = host_cpu_now;
 
         if self.last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             self.last_prune = Some(Instant::now());
@@ -164,6 +169,7 @@ impl Monitor<'_> {
             routes,
             firewall,
             links_now,
+            host_cpu,
         } = *w;
         let details = link::details(me.index).await?;
         let tun = tunnel::identify(me, &details).await;
@@ -191,8 +197,17 @@ impl Monitor<'_> {
                 .or_else(|| tun.wireguard.clone()),
             self.prev_drops.clone(),
         )
-        .with_links(self.prev_links.clone());
-        let end = Snapshot::of_tunnel(&tun, drops_now.to_vec()).with_links(links_now.to_vec());
+        .with_links(self.prev_links.clone())
+        .with_cpu(
+            self.prev_daemon_cpu.get(&me.name).cloned().map(Ok),
+            host_cpu.0,
+        );
+        let end = Snapshot::of_tunnel(&tun, drops_now.to_vec())
+            .with_links(links_now.to_vec())
+            .with_cpu(
+                tun.daemon.as_ref().map(|d| DaemonSample::read(d.pid)),
+                host_cpu.1,
+            );
         let observed = Observation {
             me,
             details: &details,
@@ -213,6 +228,13 @@ impl Monitor<'_> {
         if let Some(dev) = &tun.wireguard {
             self.prev_wireguard.insert(me.name.clone(), dev.clone());
         }
+        for note in observed.cpu_notes() {
+            tracing::debug!(iface = %me.name, "{note}");
+        }
+        match end.daemon_cpu() {
+            Some(sample) => self.prev_daemon_cpu.insert(me.name.clone(), sample.clone()),
+            None => self.prev_daemon_cpu.remove(&me.name),
+        };
         if let Some(p) = self.probes.get(&me.name) {
             probe::targets::apply_probes(&mut facts, &tun, &p.results);
         }

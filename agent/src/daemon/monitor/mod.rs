@@ -79,6 +79,10 @@ pub struct Monitor<'obj> {
     prev_links: Vec<crate::facts::bond::LinkCounter>,
     baseline: Option<Baseline>,
     prev_wireguard: HashMap<String, Device>,
+    /// The host's CPU time at the window's start.
+    prev_host_cpu: Option<crate::facts::cpu::HostSample>,
+    /// Each selected tunnel's daemon's CPU time at the window's start.
+    prev_daemon_cpu: HashMap<String, crate::facts::cpu::DaemonSample>,
     probes: HashMap<String, ProbeState>,
     probe_tx: mpsc::UnboundedSender<(String, Vec<(String, ProbeResult)>)>,
     probe_rx: mpsc::UnboundedReceiver<(String, Vec<(String, ProbeResult)>)>,
@@ -136,6 +140,8 @@ impl<'obj> Monitor<'obj> {
             prev_links: Vec::new(),
             baseline,
             prev_wireguard: HashMap::new(),
+            prev_host_cpu: crate::facts::cpu::HostSample::read().ok(),
+            prev_daemon_cpu: HashMap::new(),
             probes: HashMap::new(),
             probe_tx,
             probe_rx,
@@ -254,6 +260,7 @@ impl<'obj> Monitor<'obj> {
                     }
                 }
                 self.prev_wireguard.remove(&w.iface.name);
+                self.prev_daemon_cpu.remove(&w.iface.name);
                 self.probes.remove(&w.iface.name);
             }
         }

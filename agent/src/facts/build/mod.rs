@@ -2,6 +2,7 @@
 
 mod full_size;
 mod gateway;
+mod load;
 mod peers;
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::bond::LinkCounter;
+use super::cpu::{CpuError, DaemonSample, HostSample};
 use super::ecmp;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
@@ -26,13 +28,16 @@ use crate::kernel::packet::flows::Flow;
 use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::views::{Direction, Encap};
 /// WireGuard and drop counters read at the start and at the end of the window (sockets
-/// have their own [`crate::kernel::sockets::rates::Baseline`]), and tailscaled's paths.
+/// have their own [`crate::kernel::sockets::rates::Baseline`]), tailscaled's paths, and
+/// the CPU time of the tunnel's daemon and of the host.
 #[derive(Debug)]
 pub struct Snapshot {
     pub(super) wireguard: Option<Device>,
     pub(super) tailscale: Option<Paths>,
     drops: Vec<DropCount>,
     links: Vec<LinkCounter>,
+    daemon_cpu: Option<Result<DaemonSample, CpuError>>,
+    host_cpu: Option<HostSample>,
 }
 
 impl Snapshot {
@@ -43,6 +48,8 @@ impl Snapshot {
             tailscale: None,
             drops,
             links: Vec::new(),
+            daemon_cpu: None,
+            host_cpu: None,
         }
     }
 
@@ -59,10 +66,30 @@ impl Snapshot {
             tailscale: tun.tailscale.as_ref().map(|t| t.paths.clone()),
             drops,
             links: Vec::new(),
+            daemon_cpu: None,
+            host_cpu: None,
         }
     }
 
-    /// Reads WireGuard counters and drop counts.
+    /// With the CPU time of the tunnel's daemon (`None` without one) and of the host, read
+    /// by the caller (the agent keeps the last window's end for the next one's start).
+    pub fn with_cpu(
+        mut self,
+        daemon: Option<Result<DaemonSample, CpuError>>,
+        host: Option<HostSample>,
+    ) -> Self {
+        self.daemon_cpu = daemon;
+        self.host_cpu = host;
+        self
+    }
+
+    /// The daemon's CPU reading, if one was read.
+    pub fn daemon_cpu(&self) -> Option<&DaemonSample> {
+        self.daemon_cpu.as_ref().and_then(|r| r.as_ref().ok())
+    }
+
+    /// Reads WireGuard counters, drop counts, and the CPU time of the tunnel's daemon and
+    /// of the host.
     pub fn take(
         tun: &ConfiguredTunnel,
         drops: Option<&DropProbe<'_>>,
@@ -71,7 +98,10 @@ impl Snapshot {
             .map(DropProbe::counts)
             .transpose()?
             .unwrap_or_default();
-        Ok(Snapshot::of_tunnel(tun, drops))
+        Ok(Snapshot::of_tunnel(tun, drops).with_cpu(
+            tun.daemon.as_ref().map(|d| DaemonSample::read(d.pid)),
+            HostSample::read().ok(),
+        ))
     }
 }
 
@@ -301,6 +331,7 @@ impl Observation<'_> {
             underlay_bond_busiest_percent: bond_traffic.busiest_percent,
             underlay_bond_rate_mbps: bond_traffic.rate_mbps,
             underlay_bond_members: bond_traffic.members,
+            load: self.load(),
         };
         let ecmp = ecmp::facts(
             &ecmp::routes(self.routes, self.me, underlay_iface.as_ref()),
@@ -308,7 +339,8 @@ impl Observation<'_> {
             all_flows,
             self.sockets.unwrap_or_default(),
         );
-        let host = Host::read(&self.me.name, self.me.mtu, self.firewall);
+        let mut host = Host::read(&self.me.name, self.me.mtu, self.firewall);
+        host.cpu_busy_percent = self.host_busy_percent();
         let nat = self.nat(&host).await;
 
         let peers = self.peers(&endpoints, &outer);

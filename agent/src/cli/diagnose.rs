@@ -119,6 +119,9 @@ fn print(r: &Report, color: bool, width: usize) {
             println!("  peer {}{host} {}{path}{hs}", p.name, p.endpoint);
         }
     }
+    if let Some(line) = daemon_line(f) {
+        println!("{}", wrapped(&line, width, "          "));
+    }
     if f.probe.ran {
         println!(
             "  probe: path MTU {} toward {}{}",
@@ -175,5 +178,104 @@ fn print(r: &Report, color: bool, width: usize) {
             println!("         see: {url}");
         }
         println!();
+    }
+}
+
+/// How much CPU a limit of `percent` (of one core) is: "one core", "2 cores", "0.20 core".
+fn cores(percent: f64) -> String {
+    let cores = percent / 100.0;
+    if (cores - 1.0).abs() < 0.005 {
+        "one core".to_owned()
+    } else if cores.fract().abs() < 0.005 {
+        format!("{cores:.0} cores")
+    } else {
+        format!("{cores:.2} core")
+    }
+}
+
+/// The line under the tunnel about its daemon's CPU: "daemon: fastd (pid 812, uid 0) used
+/// 97.0 % of one core (its limit: one core, single-threaded) ...". None without a daemon.
+fn daemon_line(f: &crate::facts::Facts) -> Option<String> {
+    let l = &f.tunnel.load;
+    if l.daemon_pid < 0 {
+        return None;
+    }
+    let who = format!(
+        "  daemon: {} (pid {}, uid {})",
+        f.tunnel.daemon, l.daemon_pid, l.daemon_uid
+    );
+    if l.daemon_cpu_percent < 0.0 || l.daemon_cpu_limit_percent <= 0.0 {
+        return Some(format!("{who}: CPU use not measured (see the notes)"));
+    }
+    let limit = cores(l.daemon_cpu_limit_percent);
+    let why = match l.daemon_cpu_limited_by.as_str() {
+        "threads" if l.daemon_busy_threads <= 1 => "single-threaded".to_owned(),
+        "threads" => format!("{} threads ran", l.daemon_busy_threads),
+        "cpus" => format!("the host's {} online CPUs", f.host.cpus_online),
+        "affinity" => "its CPU affinity".to_owned(),
+        "quota" => "its cgroup's CPU quota".to_owned(),
+        other => other.to_owned(),
+    };
+    let mut line = format!(
+        "{who} used {:.1} % of one core, {:.0} % of what it can get (its limit: {limit}, {why})",
+        l.daemon_cpu_percent, l.daemon_cpu_of_limit_percent
+    );
+    if l.throughput_mbps >= 0.0 {
+        line.push_str(&format!(
+            "; the interface carried {:.1} Mbit/s, {:.0} packets/s",
+            l.throughput_mbps, l.packets_per_s
+        ));
+    }
+    if f.host.cpu_busy_percent >= 0.0 {
+        line.push_str(&format!(
+            "; the host's CPUs were {:.0} % busy",
+            f.host.cpu_busy_percent
+        ));
+    }
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_line_says_what_it_used_and_could_get() {
+        let mut f = crate::facts::Facts::default();
+        assert_eq!(daemon_line(&f), None, "no daemon, no line");
+        f.tunnel.daemon = "fastd".into();
+        f.tunnel.load.daemon_pid = 812;
+        f.tunnel.load.daemon_uid = 0;
+        assert_eq!(
+            daemon_line(&f).as_deref(),
+            Some("  daemon: fastd (pid 812, uid 0): CPU use not measured (see the notes)")
+        );
+        let cpu = crate::facts::cpu::DaemonCpu {
+            percent: 97.0,
+            limit_percent: 100.0,
+            limited_by: crate::facts::cpu::LimitedBy::Threads,
+            threads: 1,
+            busy_threads: 1,
+        };
+        f.tunnel.load.set_cpu(&cpu);
+        f.tunnel.load.throughput_mbps = 512.25;
+        f.tunnel.load.packets_per_s = 45000.0;
+        f.host.cpu_busy_percent = 60.0;
+        assert_eq!(
+            daemon_line(&f).as_deref(),
+            Some(
+                "  daemon: fastd (pid 812, uid 0) used 97.0 % of one core, 97 % of what it can \
+                 get (its limit: one core, single-threaded); the interface carried 512.2 \
+                 Mbit/s, 45000 packets/s; the host's CPUs were 60 % busy"
+            )
+        );
+        f.tunnel.load.daemon_cpu_limit_percent = 20.0;
+        f.tunnel.load.daemon_cpu_limited_by = "quota".into();
+        let line = daemon_line(&f).unwrap_or_default();
+        assert!(
+            line.contains("(its limit: 0.20 core, its cgroup's CPU quota)"),
+            "{line}"
+        );
+        assert_eq!(cores(200.0), "2 cores");
     }
 }

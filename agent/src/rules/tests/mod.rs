@@ -7,6 +7,7 @@ use crate::rules::{evaluate, RuleError, RuleSet};
 
 mod budget;
 mod charging;
+mod daemon_cpu;
 mod documented;
 mod files;
 mod limits;

@@ -99,6 +99,10 @@ pub struct TunnelFacts {
     /// The serving process for TUN/TAP tunnels and userspace WireGuard (wireguard-go,
     /// boringtun, tailscaled); "" for kernel tunnels.
     pub daemon: String,
+    /// The data methods the daemon is configured to offer, preferred first (fastd's
+    /// `method` lines, read from a root daemon's root-owned configuration); empty when not
+    /// read or for other tunnels.
+    pub methods: Vec<String>,
     /// IP fragments of tunnel packets seen on the underlay during the observation.
     pub underlay_fragments: i64,
     /// Underlay interface is a bond: its transmit hash policy ("" if not a bond).

@@ -40,15 +40,17 @@ pub struct ConfiguredTunnel {
     pub relays: Vec<SocketAddr>,
     /// What tailscaled reports of its peers' paths, when it serves the interface.
     pub tailscale: Option<TailscaleState>,
+    /// The data methods the daemon is configured to offer, preferred first (fastd's
+    /// `method` lines); empty when not read or for other tunnels.
+    pub methods: Vec<String>,
     /// What could not be learned, and why (for the report's notes).
     pub notes: Vec<String>,
 }
 
-fn kind_from_daemon(
-    owner: &TunOwner,
-    tap: bool,
-    notes: &mut Vec<String>,
-) -> (Option<TunnelType>, Option<Encap>) {
+/// The tunnel a TUN/TAP daemon serves, its encapsulation and its configured methods.
+type FromDaemon = (Option<TunnelType>, Option<Encap>, Vec<String>);
+
+fn kind_from_daemon(owner: &TunOwner, tap: bool, notes: &mut Vec<String>) -> FromDaemon {
     let cmd = owner.command.to_lowercase();
     if cmd.starts_with("tinc") {
         // Debian and most distributions ship tinc 1.0 (legacy protocol); 1.1 speaks SPTPS.
@@ -69,32 +71,37 @@ fn kind_from_daemon(
         } else {
             TunnelType::TincLegacy
         };
-        (Some(kind), Some(Encap::Tinc))
+        (Some(kind), Some(Encap::Tinc), Vec::new())
     } else if cmd.starts_with("fastd") {
+        let methods = fastd_methods(owner, notes);
+        let null_method = !methods.is_empty() && methods.iter().all(|m| m == "null");
         (
-            Some(TunnelType::Fastd {
-                tap,
-                null_method: fastd_null_only(owner, notes),
-            }),
+            Some(TunnelType::Fastd { tap, null_method }),
             Some(Encap::Fastd),
+            methods,
         )
     } else if cmd.contains("wireguard") || cmd.contains("boringtun") {
-        (Some(TunnelType::Wireguard), Some(Encap::Wireguard))
+        (
+            Some(TunnelType::Wireguard),
+            Some(Encap::Wireguard),
+            Vec::new(),
+        )
     } else {
-        (None, Some(Encap::Other))
+        (None, Some(Encap::Other), Vec::new())
     }
 }
 
 /// fastd configurations are a few kilobytes.
 const MAX_CONFIG: u64 = 1 << 20;
 
-/// True if fastd's configuration offers only the `null` method (1 byte of framing instead
-/// of 24): `method "null";` lines and no other method. The file is read only for a daemon
-/// that is root's by every uid (not a setuid program another user started), and only if
-/// root owns it and nobody else may write it.
-fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
+/// The methods fastd's configuration offers, in its order (`method "...";` lines): only
+/// `null` means 1 byte of framing instead of 24, and the first is the one it prefers. The
+/// file is read only for a daemon that is root's by every uid (not a setuid program
+/// another user started), and only if root owns it and nobody else may write it; empty
+/// when it is not read.
+fn fastd_methods(owner: &TunOwner, notes: &mut Vec<String>) -> Vec<String> {
     let Some(path) = owner.config_file() else {
-        return false;
+        return Vec::new();
     };
     let skipped = |why: String| {
         format!(
@@ -108,22 +115,21 @@ fn fastd_null_only(owner: &TunOwner, notes: &mut Vec<String>) -> bool {
             "the daemon (pid {}) runs as {}, not root",
             owner.pid, owner.uids
         )));
-        return false;
+        return Vec::new();
     }
     let text = match trusted::read_root_owned(&path, MAX_CONFIG) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(why) => {
             notes.push(skipped(why.to_string()));
-            return false;
+            return Vec::new();
         }
     };
-    let methods: Vec<&str> = text
-        .lines()
+    text.lines()
         .map(|l| l.split('#').next().unwrap_or_default().trim())
         .filter_map(|l| l.strip_prefix("method"))
         .map(|rest| rest.trim().trim_end_matches(';').trim().trim_matches('"'))
-        .collect();
-    !methods.is_empty() && methods.iter().all(|m| *m == "null")
+        .map(str::to_owned)
+        .collect()
 }
 
 impl ConfiguredTunnel {
@@ -285,7 +291,7 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
         IfaceKind::Tun | IfaceKind::Tap => {
             let owner = process::tun_owner(&iface.name);
             let mut notes = Vec::new();
-            let (kind, encap) = owner.as_ref().map_or((None, None), |o| {
+            let (kind, encap, methods) = owner.as_ref().map_or((None, None, Vec::new()), |o| {
                 kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
             });
             ConfiguredTunnel {
@@ -297,6 +303,7 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                     .and_then(|o| o.udp_ports.first().copied())
                     .unwrap_or(0),
                 daemon: owner,
+                methods,
                 notes,
                 ..ConfiguredTunnel::default()
             }

@@ -172,6 +172,11 @@ impl TapMesh {
         Ok(mesh)
     }
 
+    /// Process id of side `a`'s daemon.
+    pub(crate) fn a_pid(&self) -> Option<u32> {
+        self.daemons.first().map(BgProcess::pid)
+    }
+
     /// Everything the daemons logged, for error messages.
     pub(crate) fn logs(&self) -> String {
         self.daemons

@@ -320,6 +320,7 @@ impl Observation<'_> {
                 .as_ref()
                 .map(|d| d.command.clone())
                 .unwrap_or_default(),
+            methods: self.tun.methods.clone(),
             underlay_fragments: to_i64(underlay_counters.fragments()),
             underlay_bond_policy: bond
                 .as_ref()

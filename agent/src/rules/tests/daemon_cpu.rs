@@ -81,6 +81,25 @@ fn a_daemon_at_its_limit_is_named_with_the_remedy_for_it() {
         "{}",
         fastd.fix
     );
+    let faster = |methods: &[&str]| {
+        finding(|f| {
+            daemon(f, "fastd", 97.0, 100.0, LimitedBy::Threads);
+            f.tunnel.methods = methods.iter().map(|m| (*m).to_owned()).collect();
+        })
+        .fix
+    };
+    let fix = faster(&["salsa2012+umac", "null"]);
+    assert!(
+        fix.contains("already prefers salsa2012+umac") && fix.contains("several fastd instances"),
+        "the method in use is not the remedy: {fix}"
+    );
+    let fix = faster(&["null"]);
+    assert!(
+        fix.contains("null method encrypts nothing") && fix.contains("offload l2tp yes;"),
+        "{fix}"
+    );
+    let fix = faster(&["aes128-gcm", "salsa2012+umac"]);
+    assert!(fix.contains("offer a cheaper method first"), "{fix}");
     let tinc = finding(|f| daemon(f, "tincd", 99.0, 100.0, LimitedBy::Threads));
     assert!(
         tinc.fix.contains("SPTPS") && tinc.fix.contains("fastd") && tinc.fix.contains("VpnCloud"),

@@ -4,107 +4,28 @@ mod full_size;
 mod gateway;
 mod load;
 mod peers;
+mod snapshot;
+
+pub use snapshot::Snapshot;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::bond::LinkCounter;
-use super::cpu::{CpuError, DaemonSample, HostSample};
 use super::ecmp;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
 use super::route_table::TableRoute;
-use super::tailscale::Paths;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
 use crate::facts::iface::{IfaceKind, Interface};
 use crate::facts::link::{self, LinkDetails};
-use crate::facts::wireguard::Device;
 use crate::facts::{DropFacts, Facts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
-use crate::kernel::drops::{self, DropCount, DropProbe};
+use crate::kernel::drops;
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
 use crate::kernel::sockets::rates::SocketRow;
 use crate::kernel::views::{Direction, Encap};
-/// WireGuard and drop counters read at the start and at the end of the window (sockets
-/// have their own [`crate::kernel::sockets::rates::Baseline`]), tailscaled's paths, and
-/// the CPU time of the tunnel's daemon and of the host.
-#[derive(Debug)]
-pub struct Snapshot {
-    pub(super) wireguard: Option<Device>,
-    pub(super) tailscale: Option<Paths>,
-    drops: Vec<DropCount>,
-    links: Vec<LinkCounter>,
-    daemon_cpu: Option<Result<DaemonSample, CpuError>>,
-    host_cpu: Option<HostSample>,
-}
-
-impl Snapshot {
-    /// From WireGuard state and drop counts read by the caller.
-    pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
-        Snapshot {
-            wireguard,
-            tailscale: None,
-            drops,
-            links: Vec::new(),
-            daemon_cpu: None,
-            host_cpu: None,
-        }
-    }
-
-    /// With every link's transmit counters (see [`crate::facts::bond::counters`]).
-    pub fn with_links(mut self, links: Vec<LinkCounter>) -> Self {
-        self.links = links;
-        self
-    }
-
-    /// The peers of `tun` as last read, and drop counts read by the caller.
-    pub fn of_tunnel(tun: &ConfiguredTunnel, drops: Vec<DropCount>) -> Self {
-        Snapshot {
-            wireguard: tun.wireguard.clone(),
-            tailscale: tun.tailscale.as_ref().map(|t| t.paths.clone()),
-            drops,
-            links: Vec::new(),
-            daemon_cpu: None,
-            host_cpu: None,
-        }
-    }
-
-    /// With the CPU time of the tunnel's daemon (`None` without one) and of the host, read
-    /// by the caller (the agent keeps the last window's end for the next one's start).
-    pub fn with_cpu(
-        mut self,
-        daemon: Option<Result<DaemonSample, CpuError>>,
-        host: Option<HostSample>,
-    ) -> Self {
-        self.daemon_cpu = daemon;
-        self.host_cpu = host;
-        self
-    }
-
-    /// The daemon's CPU reading, if one was read.
-    pub fn daemon_cpu(&self) -> Option<&DaemonSample> {
-        self.daemon_cpu.as_ref().and_then(|r| r.as_ref().ok())
-    }
-
-    /// Reads WireGuard counters, drop counts, and the CPU time of the tunnel's daemon and
-    /// of the host.
-    pub fn take(
-        tun: &ConfiguredTunnel,
-        drops: Option<&DropProbe<'_>>,
-    ) -> crate::facts::Result<Self> {
-        let drops = drops
-            .map(DropProbe::counts)
-            .transpose()?
-            .unwrap_or_default();
-        Ok(Snapshot::of_tunnel(tun, drops).with_cpu(
-            tun.daemon.as_ref().map(|d| DaemonSample::read(d.pid)),
-            HostSample::read().ok(),
-        ))
-    }
-}
-
 /// Everything gathered during one diagnosis.
 pub struct Observation<'a> {
     pub me: &'a Interface,

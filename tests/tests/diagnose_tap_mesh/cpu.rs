@@ -1,4 +1,4 @@
-//! fastd out of CPU: side `a`'s fastd held by a cgroup to 20 % of one core (its own limit,
+//! fastd out of CPU: side `a`'s fastd held by a cgroup to 10 % of one core (its own limit,
 //! whatever else the machine runs) under iperf3 through the mesh. netdoctor names it,
 //! single-threaded (one thread ran), with the method it prefers read from its
 //! configuration, and does not advise the method it already uses.
@@ -12,6 +12,8 @@ use crate::fastd::FASTD_METHOD;
 use crate::mesh::{unique_ifname, Daemon, TapMesh};
 
 const FINDING: &str = "tunnel.daemon_cpu_bound";
+/// What side `a`'s fastd may use, percent of one core.
+const QUOTA_PERCENT: u32 = 10;
 
 #[test]
 fn fastd_held_to_its_cpu_quota_is_named_single_threaded() -> Result<()> {
@@ -22,11 +24,11 @@ fn fastd_held_to_its_cpu_quota_is_named_single_threaded() -> Result<()> {
     let mtu = (UNDERLAY_MTU - 66) as u32;
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), mtu, &unique_ifname())?;
     let pid = mesh.a_pid().context("side a's fastd")?;
-    let quota = CpuQuota::new(20)?;
+    let quota = CpuQuota::new(QUOTA_PERCENT)?;
     quota.add(pid)?;
     let (d, report, _) = mesh.diagnose_under_load()?;
     println!(
-        "fastd at 20 % of a core: iperf3 {:.1} Mbit/s; daemon {} % of one core, {} % of its \
+        "fastd at {QUOTA_PERCENT} % of a core: iperf3 {:.1} Mbit/s; daemon {} % of one core, {} % of its \
          limit, {} of {} threads ran; tunnel {} Mbit/s",
         report.received_bits_per_second / 1e6,
         d.fact("tunnel.daemon_cpu_percent"),

@@ -51,6 +51,7 @@ pub mod prometheus;
 pub mod stats;
 pub mod tailscale;
 pub mod topology;
+pub mod topology6;
 pub mod traffic;
 pub mod veth;
 pub mod wait;

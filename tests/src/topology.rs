@@ -2,7 +2,7 @@
 //!
 //! * [`PairTopology`]: `a` — `b` over one veth link.
 //! * [`LineTopology`]: `client` — `router` — `server`, router forwarding,
-//!   with one MTU per link.
+//!   with one MTU per link (IPv6 on it: [`crate::topology6`]).
 //!
 //! Addresses are fixed (each node is its own namespace, so they never
 //! clash) and exposed as associated constants.
@@ -191,15 +191,14 @@ impl LineTopology {
     /// Frag-needed messages the router's rule ([`Self::drop_router_frag_needed`]) dropped
     /// so far.
     pub fn frag_needed_dropped(&self) -> Result<u64> {
-        let out = self.router.run(&[
-            "nft",
-            "-j",
-            "list",
-            "chain",
-            "inet",
-            Self::FRAG_NEEDED_TABLE,
-            "out",
-        ])?;
+        self.router_out_counter(Self::FRAG_NEEDED_TABLE)
+    }
+
+    /// The packet counter of the rule in the router's nft chain `inet TABLE out`.
+    pub(crate) fn router_out_counter(&self, table: &str) -> Result<u64> {
+        let out = self
+            .router
+            .run(&["nft", "-j", "list", "chain", "inet", table, "out"])?;
         let json: serde_json::Value =
             serde_json::from_str(&out).context("parsing `nft -j list chain`")?;
         json["nftables"]

@@ -280,6 +280,9 @@ pub struct ProbeFacts {
     pub ran: bool,
     /// Target probed ("" if none).
     pub target: String,
+    /// Its IP version, "ipv4" or "ipv6" ("" if none): which ICMP message (frag-needed or
+    /// packet-too-big) the path must let through.
+    pub family: String,
     /// Largest size that passed, -1 if unknown.
     pub path_mtu: i64,
     /// Larger sizes vanished without ICMP too-big.

@@ -114,6 +114,12 @@ pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(Strin
     if let Some((_, first)) = answered.iter().min_by_key(|(_, r)| r.path_mtu) {
         facts.probe.ran = true;
         facts.probe.target = first.target.to_string();
+        facts.probe.family = if first.target.to_canonical().is_ipv4() {
+            "ipv4"
+        } else {
+            "ipv6"
+        }
+        .into();
         facts.probe.path_mtu = first.path_mtu.map_or(-1, i64::from);
     }
     facts.probe.blackhole = answered.iter().any(|(_, r)| r.blackhole);

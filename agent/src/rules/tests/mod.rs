@@ -5,6 +5,7 @@ use crate::facts::{Facts, FlowFacts, PeerFacts};
 use crate::rules::finding::Severity;
 use crate::rules::{evaluate, RuleError, RuleSet};
 
+mod blackhole_family;
 mod budget;
 mod charging;
 mod daemon_cpu;

@@ -3,7 +3,8 @@
 //! `pmtu.blackhole` and `mss.clamp_missing`, each reproduced on real namespaces, veths,
 //! wireguard-go and VXLAN devices with real traffic, each beside a healthy twin that must
 //! yield no warning or critical finding (exit 0). `netdoctor probe` is checked on a
-//! blackhole, on a path with working PMTUD and on a direct link.
+//! blackhole, on a path with working PMTUD and on a direct link; [`pmtu6`] and
+//! [`wg_over_hop6`] do the same over IPv6 (a 1280 hop, ICMPv6 packet-too-big).
 //!
 //! Needs root, BPF and the lab tools (wireguard-go, wg, iperf3, nft, ping); skips
 //! elsewhere, fails under CI=true. Build the binary first: `cargo build -p netdoctor`.
@@ -18,8 +19,10 @@ mod report;
 mod doctored;
 mod gateway;
 mod pmtu;
+mod pmtu6;
 mod probe_command;
 mod vxlan;
 mod wall_time;
 mod wg_over_hop;
+mod wg_over_hop6;
 mod wireguard;

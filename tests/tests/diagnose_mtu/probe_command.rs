@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::hop_path::{blackhole_line, df_ping, HOP_MTU};
 
 /// `netdoctor probe TARGET --json`, parsed, with its schema checked.
-fn probe(ns: &Netns, target: &str) -> Result<Value> {
+pub(crate) fn probe(ns: &Netns, target: &str) -> Result<Value> {
     let out = netdoctor::run(
         Some(ns),
         &["probe", target, "--json"],

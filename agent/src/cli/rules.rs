@@ -39,6 +39,9 @@ fn run_here(args: RulesArgs) -> anyhow::Result<ExitCode> {
                         println!("    {line}");
                     }
                 }
+                if let Some(when) = r.critical_when_source() {
+                    println!("    critical when: {}", when.trim());
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -10,7 +10,7 @@ use super::rule::Rule;
 #[cfg(test)]
 use super::rule::RuleSet;
 use super::template::display;
-use crate::rules::finding::Finding;
+use crate::rules::finding::{Finding, Severity};
 
 /// Findings of every rule whose condition holds for `facts` (a JSON object whose keys
 /// are the variables rules read), every fact present: the reference the tests hold
@@ -86,7 +86,8 @@ pub(super) fn holds(rule: &Rule, ctx: &Context<'_, '_>, budget: &Budget) -> Resu
     }
 }
 
-/// The finding of a rule whose condition holds: evidence and templates read `ctx`.
+/// The finding of a rule whose condition holds: evidence, templates and `critical_when`
+/// read `ctx`.
 pub(super) fn finding(
     rule: &Rule,
     ctx: &Context<'_, '_>,
@@ -100,9 +101,28 @@ pub(super) fn finding(
         let json = value.json().map_err(|e| format!("evidence.{name}: {e}"))?;
         evidence.insert(name.clone(), json);
     }
+    let critical = match &rule.critical_when {
+        Some((_, e)) => match e
+            .execute(ctx, budget)
+            .map_err(|e| format!("critical_when: {e}"))?
+        {
+            Value::Bool(b) => b,
+            other => {
+                return Err(format!(
+                    "critical_when must be true or false, got {}",
+                    display(&other)
+                ))
+            }
+        },
+        None => false,
+    };
     Ok(Finding {
         id: rule.id.clone(),
-        severity: rule.severity,
+        severity: if critical {
+            Severity::Critical
+        } else {
+            rule.severity
+        },
         summary: rule.summary.render(ctx, budget)?,
         evidence,
         fix: rule.fix.render(ctx, budget)?,

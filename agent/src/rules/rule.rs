@@ -46,6 +46,8 @@ struct RuleFile {
     condition: String,
     summary: String,
     fix: String,
+    /// CEL: when it holds, a finding of a `warning` or `info` rule is critical instead.
+    critical_when: Option<String>,
     /// Name → CEL expression: the numbers shown as evidence.
     #[serde(default)]
     evidence: BTreeMap<String, String>,
@@ -71,6 +73,8 @@ pub struct Rule {
     pub(super) summary: Template,
     pub(super) fix: Template,
     pub(super) evidence: Vec<(String, Expression)>,
+    /// When it holds for a finding, the finding is critical (`critical_when`).
+    pub(super) critical_when: Option<(String, Expression)>,
     pub(super) subject: Option<Template>,
     /// Where to read more.
     pub reference: Option<String>,
@@ -118,6 +122,18 @@ impl Rule {
             .iter()
             .map(|(name, src)| compile(&format!("evidence.{name}"), src).map(|p| (name.clone(), p)))
             .collect::<Result<Vec<_>, _>>()?;
+        if file.critical_when.is_some() && file.severity == Severity::Critical {
+            return Err(err(
+                "critical_when raises a warning or info rule to critical: this rule is \
+                 critical already"
+                    .into(),
+            ));
+        }
+        let critical_when = file
+            .critical_when
+            .as_deref()
+            .map(|src| compile("critical_when", src).map(|e| (src.to_owned(), e)))
+            .transpose()?;
         let template =
             |what: &str, src: &str| Template::compile(src).map_err(|e| err(format!("{what}: {e}")));
         let mut bound = macro_bound(&file.condition);
@@ -126,6 +142,7 @@ impl Rule {
             .values()
             .chain([&file.summary, &file.fix])
             .chain(file.subject.iter())
+            .chain(file.critical_when.iter())
         {
             bound.extend(macro_bound(src));
         }
@@ -145,9 +162,17 @@ impl Rule {
             condition_source: file.condition,
             condition,
             evidence,
+            critical_when,
             reference: file.reference,
             origin: origin.to_owned(),
         })
+    }
+
+    /// The `critical_when` expression as written, if the rule has one.
+    pub fn critical_when_source(&self) -> Option<&str> {
+        self.critical_when
+            .as_ref()
+            .map(|(source, _)| source.as_str())
     }
 
     /// Every fact the rule reads (condition, evidence, templates); names bound by CEL
@@ -155,6 +180,9 @@ impl Rule {
     pub fn variables(&self) -> Vec<String> {
         let mut vars: Vec<String> = self.condition.variables().to_vec();
         for (_, e) in &self.evidence {
+            vars.extend_from_slice(e.variables());
+        }
+        if let Some((_, e)) = &self.critical_when {
             vars.extend_from_slice(e.variables());
         }
         vars.extend(self.summary.variables());

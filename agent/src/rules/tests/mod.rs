@@ -8,6 +8,7 @@ use crate::rules::{evaluate, RuleError, RuleSet};
 mod blackhole_family;
 mod budget;
 mod charging;
+mod critical_when;
 mod daemon_cpu;
 mod documented;
 mod files;

@@ -32,6 +32,7 @@
 pub mod agent;
 pub mod attached;
 pub mod bpf;
+pub mod bridge;
 pub mod cgroup;
 pub mod chart;
 pub mod ci;

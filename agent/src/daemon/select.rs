@@ -1,5 +1,6 @@
 //! Which interfaces the agent watches: glob patterns, or by default every interface whose
-//! kind can carry the traffic netdoctor diagnoses.
+//! kind can carry the traffic netdoctor diagnoses (bridges too: their ports' MTUs must
+//! agree, and their ports are watched with them, see [`crate::facts::bridge`]).
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
@@ -46,6 +47,7 @@ impl Selector {
                     | IfaceKind::Geneve
                     | IfaceKind::Veth
                     | IfaceKind::Bond
+                    | IfaceKind::Bridge
             ),
         }
     }
@@ -73,7 +75,7 @@ mod tests {
         assert!(s.wants(&iface("wg0", IfaceKind::Wireguard)));
         assert!(s.wants(&iface("eth0", IfaceKind::Physical)));
         assert!(!s.wants(&iface("lo", IfaceKind::Loopback)));
-        assert!(!s.wants(&iface("br0", IfaceKind::Bridge)));
+        assert!(s.wants(&iface("br0", IfaceKind::Bridge)));
         assert!(!s.wants(&iface("dummy0", IfaceKind::Other("dummy".into()))));
     }
 

@@ -8,7 +8,7 @@ mod probes;
 
 pub use error::Error;
 
-use crate::facts::{bond, build, route_table, signals, tunnel, underlay, watch, Host};
+use crate::facts::{bond, bridge, build, route_table, signals, tunnel, underlay, watch, Host};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -106,6 +106,11 @@ pub async fn diagnose(
     });
     let gateway = Host::forwarding();
     let mut also = watch::also_watch(&me, &underlay, &routes, &all, gateway, &[]);
+    let bridge = bridge::of(&me, &details, &all).await.unwrap_or_else(|e| {
+        notes.push(format!("{e}: the bridge's ports are unknown"));
+        None
+    });
+    also.extend(watch::bridge_ports(&me, &underlay, &also, bridge.as_ref()));
 
     // Data plane on the interface, its underlay, multipath nexthops and the uplink, with
     // the tunnel's port when the data plane cannot recognise the protocol by itself.
@@ -129,6 +134,7 @@ pub async fn diagnose(
         &mut notes,
     );
     let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
+    let (has_dataplane, has_drops) = (dp.is_some(), drops.is_some());
 
     let start = build::Snapshot::take(&tun, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
@@ -244,6 +250,12 @@ pub async fn diagnose(
     };
     let mut facts = observed.facts(window_end + AFTER_WINDOW).await?;
     notes.extend(observed.cpu_notes());
+    if let Some(b) = &bridge {
+        facts.bridge = b.facts(
+            has_dataplane.then_some(&window),
+            has_drops.then(|| (start.drops(), end.drops())),
+        );
+    }
 
     if opts.probe {
         // Targets the whole window names but no probe started on (found in its last

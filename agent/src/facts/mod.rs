@@ -4,6 +4,7 @@
 //! `flow.…`), documented in `docs/rules.md`.
 
 pub mod bond;
+pub mod bridge;
 pub mod build;
 pub mod cpu;
 pub mod ecmp;
@@ -316,6 +317,8 @@ pub struct Facts {
     pub ecmp: ecmp::EcmpFacts,
     /// Source address translation of the tunnel's clients on the gateway's uplink.
     pub nat: nat::NatFacts,
+    /// The bridge the interface is, or is a port of.
+    pub bridge: bridge::BridgeFacts,
 }
 
 impl Facts {

@@ -33,6 +33,8 @@ const DATAPLANE_FACTS: &[&str] = &[
     "nat.leaked_family",
     "peer.derp_bytes",
     "peer.udp_bytes",
+    "bridge.oversize_segments",
+    "bridge.max_segment",
 ];
 
 /// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).
@@ -201,7 +203,7 @@ pub(crate) fn missing_facts(
         _ => missing.push("flows"),
     }
     match drops {
-        None => missing.push("drops"),
+        None => missing.extend(["drops", "bridge.oversize_drops"]),
         Some(d) if !d.has_reasons() => missing.extend(DROP_REASON_FACTS),
         Some(_) => {}
     }

@@ -2,8 +2,10 @@
 //! every nexthop of a multipath route over them (to measure how flows spread, see
 //! [`super::ecmp`]), and a forwarding gateway's uplinks (to see its tunnel's clients leave
 //! them, see [`super::nat`]): the default route's interface, and those the clients'
-//! traffic was seen routed out of ([`super::uplink`]).
+//! traffic was seen routed out of ([`super::uplink`]); and a bridge with every port, when
+//! the interface is one or a port of one ([`super::bridge`]).
 
+use super::bridge::Bridge;
 use super::iface::Interface;
 use super::route_table::TableRoute;
 use super::underlay::{is_tunnel_kind, Underlay};
@@ -36,6 +38,31 @@ pub fn also_watch(
             || out.iter().any(|o| o.index == i);
         if !known {
             out.extend(all.iter().find(|a| a.index == i).cloned());
+        }
+    }
+    out
+}
+
+/// The bridge `me` is or is a port of, and its ports, those not watched yet (`me`, the
+/// underlay candidates and `also`): segments above the smallest port's MTU are measured
+/// where they enter, on the larger ports.
+pub fn bridge_ports(
+    me: &Interface,
+    underlay: &Underlay,
+    also: &[Interface],
+    bridge: Option<&Bridge>,
+) -> Vec<Interface> {
+    let Some(b) = bridge else {
+        return Vec::new();
+    };
+    let members = std::iter::once(&b.bridge).chain(b.ports.iter());
+    let mut out: Vec<Interface> = Vec::new();
+    for i in members {
+        let known = i.index == me.index
+            || underlay.watch.iter().any(|u| u.index == i.index)
+            || also.iter().chain(out.iter()).any(|o| o.index == i.index);
+        if !known {
+            out.push(i.clone());
         }
     }
     out

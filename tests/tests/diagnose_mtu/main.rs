@@ -1,7 +1,8 @@
 //! End-to-end scenarios for the MTU findings of `netdoctor diagnose IFACE --json`:
 //! `mtu.tunnel_exceeds_underlay`, `mtu.tunnel_undersized`, `mtu.underlay_fragmentation`,
-//! `pmtu.blackhole` and `mss.clamp_missing`, each reproduced on real namespaces, veths,
-//! wireguard-go and VXLAN devices with real traffic, each beside a healthy twin that must
+//! `pmtu.blackhole`, `mss.clamp_missing` and `mtu.bridge_port_mismatch`, each reproduced on
+//! real namespaces, veths, bridges, wireguard-go and VXLAN devices with real traffic, each
+//! beside a healthy twin that must
 //! yield no warning or critical finding (exit 0). `netdoctor probe` is checked on a
 //! blackhole, on a path with working PMTUD and on a direct link; [`pmtu6`] and
 //! [`wg_over_hop6`] do the same over IPv6 (a 1280 hop, ICMPv6 packet-too-big).
@@ -16,6 +17,7 @@
 mod hop_path;
 mod report;
 
+mod bridge;
 mod doctored;
 mod gateway;
 mod pmtu;

@@ -14,7 +14,7 @@ use crate::report::{
 /// a's device. The kernel refuses a VXLAN MTU above lower MTU - 50 while the device is
 /// pinned, so a too-big MTU is set while eth0 is temporarily larger (what happens when an
 /// underlay's MTU is lowered later).
-fn vxlan_pair(mtu: u32) -> Result<PairTopology> {
+pub(crate) fn vxlan_pair(mtu: u32) -> Result<PairTopology> {
     let pair = PairTopology::new(1500)?;
     for (ns, local, remote, addr) in [
         (

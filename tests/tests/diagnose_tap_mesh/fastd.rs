@@ -11,7 +11,7 @@ use crate::verdicts::{assert_exceeds, assert_fits_on_the_wire, assert_identified
 
 pub(crate) const FASTD_METHOD: &str = "salsa2012+umac";
 /// fastd's documented overhead in TAP mode over IPv4: 28 + 24 + 14 (manual, mtu.rst).
-const FASTD_TAP_OVERHEAD: i64 = 66;
+pub(crate) const FASTD_TAP_OVERHEAD: i64 = 66;
 
 #[test]
 fn fastd_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {

@@ -14,8 +14,8 @@
 //!
 //! [`mesh`] builds the meshes from the fixed figures and daemon configurations of
 //! [`config`], [`wire`] counts the sizes on the underlay and [`verdicts`] holds the checks
-//! the tests share; one module per daemon, [`discovery`] for finding the daemon, and
-//! [`cpu`] for a daemon out of CPU.
+//! the tests share; one module per daemon, [`discovery`] for finding the daemon,
+//! [`cpu`] for a daemon out of CPU, and [`bridged`] for guests bridged onto the mesh.
 
 // Shared with other test targets, so it stays beside them in tests/tests/common_mesh/.
 #[path = "../common_mesh/mod.rs"]
@@ -26,6 +26,7 @@ mod mesh;
 mod verdicts;
 mod wire;
 
+mod bridged;
 mod cpu;
 mod discovery;
 mod fastd;

@@ -16,7 +16,7 @@ use crate::facts::route_table::{self, TableRoute};
 use crate::facts::tunnel;
 use crate::facts::underlay;
 use crate::facts::Facts;
-use crate::facts::{bond, watch};
+use crate::facts::{bond, bridge, watch};
 use crate::kernel::drops::{DropCount, DropProbe};
 use crate::kernel::packet;
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters};
@@ -190,6 +190,10 @@ impl Monitor<'_> {
             }
         }
         let underlay = underlay::underlay(&tun, &details, all).await;
+        let bridge = bridge::of(me, &details, all).await.unwrap_or_else(|e| {
+            tracing::debug!(iface = %me.name, "{e}: the bridge's ports are unknown");
+            None
+        });
         let start = Snapshot::from_parts(
             self.prev_wireguard
                 .get(&me.name)
@@ -235,6 +239,12 @@ impl Monitor<'_> {
             Some(sample) => self.prev_daemon_cpu.insert(me.name.clone(), sample.clone()),
             None => self.prev_daemon_cpu.remove(&me.name),
         };
+        if let Some(b) = &bridge {
+            facts.bridge = b.facts(
+                self.dp.is_some().then_some(window),
+                self.drops.is_some().then(|| (start.drops(), end.drops())),
+            );
+        }
         if let Some(p) = self.probes.get(&me.name) {
             probe::targets::apply_probes(&mut facts, &tun, &p.results);
         }
@@ -264,8 +274,9 @@ impl Monitor<'_> {
             facts.host.ip_forward || facts.host.ip6_forward,
             &facts.nat.uplinks,
         );
-        let wanted = underlay.watch.iter().chain(also.iter()).map(|u| u.index);
-        Ok((facts, wanted.collect()))
+        let ports = watch::bridge_ports(me, &underlay, &also, bridge.as_ref());
+        let wanted = underlay.watch.iter().chain(also.iter()).chain(ports.iter());
+        Ok((facts, wanted.map(|u| u.index).collect()))
     }
 
     /// Starts a path-MTU probe round for a tunnel when one is due. Results arrive on

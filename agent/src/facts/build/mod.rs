@@ -390,6 +390,8 @@ impl Observation<'_> {
             },
             ecmp,
             nat,
+            // Filled in by the caller, which knows the bridge (`facts::bridge`).
+            bridge: Default::default(),
         })
     }
 }

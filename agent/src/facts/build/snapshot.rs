@@ -64,6 +64,11 @@ impl Snapshot {
         self
     }
 
+    /// The drop counts read (empty without the drop probe).
+    pub fn drops(&self) -> &[DropCount] {
+        &self.drops
+    }
+
     /// The daemon's CPU reading, if one was read.
     pub fn daemon_cpu(&self) -> Option<&DaemonSample> {
         self.daemon_cpu.as_ref().and_then(|r| r.as_ref().ok())

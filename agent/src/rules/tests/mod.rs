@@ -12,6 +12,7 @@ mod critical_when;
 mod daemon_cpu;
 mod documented;
 mod files;
+mod layer2;
 mod limits;
 mod measured;
 

@@ -55,6 +55,7 @@ pub mod topology;
 pub mod topology6;
 pub mod traffic;
 pub mod veth;
+pub mod vpncloud;
 pub mod wait;
 pub mod wireguard;
 

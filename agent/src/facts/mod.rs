@@ -30,6 +30,7 @@ pub mod trusted;
 pub mod tunnel;
 pub mod underlay;
 pub mod uplink;
+pub mod vpncloud;
 pub mod watch;
 pub mod wg_netlink;
 pub mod wireguard;
@@ -66,7 +67,7 @@ pub struct TunnelFacts {
     /// Whether the interface is a tunnel netdoctor understands.
     pub present: bool,
     /// wireguard, vxlan, geneve, gre, gretap, ip6gre, ip6gretap, ipip, sit, ip6tnl, fastd,
-    /// tinc, or "other" for other TUN/TAP daemons.
+    /// tinc, vpncloud, or "other" for other TUN/TAP daemons.
     pub kind: String,
     /// Local address of the outer packets, as configured ("" if not).
     pub local: String,
@@ -101,8 +102,8 @@ pub struct TunnelFacts {
     /// boringtun, tailscaled); "" for kernel tunnels.
     pub daemon: String,
     /// The data methods the daemon is configured to offer, preferred first (fastd's
-    /// `method` lines, read from a root daemon's root-owned configuration); empty when not
-    /// read or for other tunnels.
+    /// `method` lines, VpnCloud's crypto algorithms, read from a root daemon's root-owned
+    /// configuration or its command line); empty when not read or for other tunnels.
     pub methods: Vec<String>,
     /// IP fragments of tunnel packets seen on the underlay during the observation.
     pub underlay_fragments: i64,

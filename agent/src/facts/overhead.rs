@@ -71,6 +71,13 @@ pub enum TunnelType {
     /// tinc 1.0's legacy protocol (Debian's `tinc` package): CBC padding makes the
     /// overhead depend on the size, see [`max_tunnel_mtu`].
     TincLegacy,
+    /// VpnCloud 2.x; `tap` when the interface carries Ethernet frames.
+    VpnCloud {
+        /// TAP (layer 2) mode.
+        tap: bool,
+        /// Only `plain` is allowed (no encryption, no crypto framing).
+        plain: bool,
+    },
     /// GRE (gre, ip6gre) or GRETAP (`tap`: Ethernet frames inside), with the optional
     /// fields its output flags add.
     Gre {
@@ -131,6 +138,16 @@ fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
         // UDP, as summarised in shared/notes/tunnel-overheads.md), +14 in switch mode.
         TunnelType::TincSptps { switch } => family.ip_udp() + 33 + if switch { 14 } else { 0 },
         TunnelType::TincLegacy => return None,
+        // VpnCloud 2.3.0: a 1-byte message type (src/crypto/common.rs send_message
+        // prepends it), then, encrypted with any of its AEADs (AES128, AES256, CHACHA20),
+        // 8 bytes of key id and nonce (src/crypto/core.rs EXTRA_LEN) and a 16-byte tag
+        // (TAG_LEN): 25, or 1 when only `plain` is allowed; +14 in TAP mode. Its own MTU
+        // (src/device.rs get_overhead) assumes an IPv6 outer header whatever the peers use:
+        // 1500 - (40 + 8 + 25 + 14) = 1413 in TAP mode, the field report's MSS 1361 (1413 -
+        // 40 - 12 of timestamps), where 1433 fits over IPv4.
+        TunnelType::VpnCloud { tap, plain } => {
+            family.ip_udp() + if plain { 1 } else { 25 } + if tap { 14 } else { 0 }
+        }
         // 4 bytes of GRE header (flags, protocol), 4 more for each of checksum (+ reserved),
         // key and sequence number (RFC 2784 §2.1, RFC 2890 §2; Linux include/net/gre.h
         // gre_calc_hlen), +14 for the inner Ethernet header of GRETAP, +8 for the
@@ -217,6 +234,23 @@ mod tests {
         assert_eq!(overhead(fastd(true, false), Family::V4), 66);
         assert_eq!(overhead(fastd(true, false), Family::V6), 86);
         assert_eq!(overhead(fastd(true, true), Family::V4), 43);
+        let vpncloud = |tap, plain| TunnelType::VpnCloud { tap, plain };
+        assert_eq!(overhead(vpncloud(false, false), Family::V4), 53);
+        assert_eq!(overhead(vpncloud(true, false), Family::V4), 67);
+        assert_eq!(overhead(vpncloud(true, false), Family::V6), 87);
+        assert_eq!(overhead(vpncloud(true, true), Family::V4), 43);
+        // The field report's MSS: 1361 for VpnCloud at its own MTU (1500 - 87 in TAP mode,
+        // timestamps on), 1382 for fastd at 1434, 1385 for tinc 1.0 at 1437.
+        let mss = |mtu: u32| mtu - 40 - 12;
+        assert_eq!(
+            mss(1500 - overhead(vpncloud(true, false), Family::V6)),
+            1361
+        );
+        assert_eq!(mss(1500 - overhead(fastd(true, false), Family::V4)), 1382);
+        assert_eq!(
+            mss(max_tunnel_mtu(TunnelType::TincLegacy, Family::V4, 1500)),
+            1385
+        );
         // tinc 1.0: measured 1437 inner -> 1488 outer, so 1437 is the largest that fits.
         assert_eq!(
             max_tunnel_mtu(TunnelType::TincLegacy, Family::V4, 1500),

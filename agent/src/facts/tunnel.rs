@@ -9,7 +9,7 @@ use crate::facts::link::LinkDetails;
 use crate::facts::overhead::TunnelType;
 use crate::facts::process::{self, TunOwner};
 use crate::facts::wireguard::{self, Device};
-use crate::facts::{tailscale, tinc, trusted};
+use crate::facts::{tailscale, tinc, trusted, vpncloud};
 use crate::kernel::views::Encap;
 
 /// The tunnel as configured, before observation.
@@ -41,7 +41,8 @@ pub struct ConfiguredTunnel {
     /// What tailscaled reports of its peers' paths, when it serves the interface.
     pub tailscale: Option<TailscaleState>,
     /// The data methods the daemon is configured to offer, preferred first (fastd's
-    /// `method` lines); empty when not read or for other tunnels.
+    /// `method` lines, VpnCloud's crypto algorithms); empty when not read or for other
+    /// tunnels.
     pub methods: Vec<String>,
     /// What could not be learned, and why (for the report's notes).
     pub notes: Vec<String>,
@@ -79,6 +80,14 @@ fn kind_from_daemon(owner: &TunOwner, tap: bool, notes: &mut Vec<String>) -> Fro
             Some(TunnelType::Fastd { tap, null_method }),
             Some(Encap::Fastd),
             methods,
+        )
+    } else if cmd.starts_with("vpncloud") {
+        let algorithms = vpncloud::algorithms(owner, notes);
+        let plain = vpncloud::only_plain(&algorithms);
+        (
+            Some(TunnelType::VpnCloud { tap, plain }),
+            Some(Encap::Other),
+            algorithms,
         )
     } else if cmd.contains("wireguard") || cmd.contains("boringtun") {
         (
@@ -295,6 +304,11 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
             });
             ConfiguredTunnel {
+                // The data plane knows VpnCloud's datagrams only as another daemon's.
+                label: match kind {
+                    Some(TunnelType::VpnCloud { .. }) => "vpncloud".into(),
+                    _ => String::new(),
+                },
                 kind,
                 encap,
                 endpoints: Vec::new(),

@@ -13,6 +13,8 @@ pub(crate) const TUNNEL_B: &str = "10.250.0.2";
 pub(crate) const UNDERLAY_MTU: i64 = 1500;
 pub(crate) const TINC_PORT: u16 = 655;
 pub(crate) const FASTD_PORT: u16 = 10000;
+/// VpnCloud's default port.
+pub(crate) const VPNCLOUD_PORT: u16 = 3210;
 /// Observation window of each diagnosis.
 pub(crate) const WINDOW: &str = "4s";
 /// Length of the iperf3 run that keeps the tunnel busy during a diagnosis.
@@ -22,6 +24,8 @@ pub(crate) const LOAD_SECS: u32 = 9;
 pub(crate) const TINC_TOOLS: &[&str] = &["tincd", "iperf3", "nft", "ping"];
 pub(crate) const FASTD_TOOLS: &[&str] = &["fastd", "iperf3", "nft", "ping"];
 pub(crate) const BOTH_TOOLS: &[&str] = &["tincd", "fastd", "ping"];
+/// VpnCloud is built by the lab (`netdoctor_lab::vpncloud`), not found on PATH.
+pub(crate) const VPNCLOUD_TOOLS: &[&str] = &["iperf3", "nft", "ping"];
 
 pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
@@ -78,5 +82,22 @@ pub(crate) fn fastd_config(
         "interface \"{ifname}\";\nmode tap;\nmethod \"{method}\";\nbind {bind_ip}:{FASTD_PORT};\n\
          secret \"{secret}\";\nmtu {mtu};\npeer \"{peer}\" {{\n  key \"{peer_key}\";\n  \
          remote {peer_ip}:{FASTD_PORT};\n}}\n"
+    )
+}
+
+/// A VpnCloud 2.x configuration (YAML, as `vpncloud config` writes it) for a TAP device
+/// `ifname` in switch mode, listening on [`VPNCLOUD_PORT`], connecting to `peer_ip`, with
+/// a shared password and `algorithms` (empty: VpnCloud's defaults). No port forwarding:
+/// nothing but the tunnel leaves the namespace.
+pub(crate) fn vpncloud_config(ifname: &str, peer_ip: &str, algorithms: &[&str]) -> String {
+    let algorithms = if algorithms.is_empty() {
+        String::new()
+    } else {
+        format!("  algorithms: [{}]\n", algorithms.join(", "))
+    };
+    format!(
+        "device:\n  type: tap\n  name: {ifname}\ncrypto:\n  password: ndlab-mesh\n{algorithms}\
+         listen: {VPNCLOUD_PORT}\npeers:\n  - {peer_ip}:{VPNCLOUD_PORT}\nmode: switch\n\
+         port-forwarding: false\n"
     )
 }

@@ -1,6 +1,7 @@
 //! `netdoctor diagnose` on layer-2 TAP meshes run by userspace tunnel daemons: tinc
-//! (Debian's tinc 1.0, legacy protocol, `Mode = switch`) and fastd (`mode tap`), each
-//! between two namespaces over a veth underlay of MTU 1500.
+//! (Debian's tinc 1.0, legacy protocol, `Mode = switch`), fastd (`mode tap`) and VpnCloud
+//! 2.3.0 (`type: tap`, built by `tests/vpncloud/build`), each between two namespaces over
+//! a veth underlay of MTU 1500.
 //!
 //! netdoctor has no configuration to read for these tunnels: it must find the daemon that
 //! holds the TAP device (`/proc/PID/fdinfo`), take its UDP port, learn the endpoint from
@@ -9,7 +10,8 @@
 //! and compare netdoctor's overhead figures with the sizes seen on the wire (nft counters
 //! per outer IP length on the receiving end of the underlay).
 //!
-//! Needs root, BPF, `tincd`, `fastd`, `iperf3`, `nft`; skips elsewhere, fails under CI=true.
+//! Needs root, BPF, `tincd`, `fastd`, `iperf3`, `nft` (and cargo, for VpnCloud); skips
+//! elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
 //!
 //! [`mesh`] builds the meshes from the fixed figures and daemon configurations of
@@ -31,3 +33,4 @@ mod cpu;
 mod discovery;
 mod fastd;
 mod tinc;
+mod vpncloud;

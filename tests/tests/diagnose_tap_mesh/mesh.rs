@@ -9,8 +9,8 @@ use netdoctor_lab::{traffic, BgProcess, Iperf3Opts, Iperf3Report, Iperf3Server, 
 
 use crate::common_mesh::{diagnose, join, wait_for_link, Diagnosis};
 use crate::config::{
-    fastd_config, fastd_keys, tinc_node, write, FASTD_PORT, LOAD_SECS, TINC_PORT, TUNNEL_A,
-    TUNNEL_B, UNDERLAY_MTU, WINDOW,
+    fastd_config, fastd_keys, tinc_node, vpncloud_config, write, FASTD_PORT, LOAD_SECS, TINC_PORT,
+    TUNNEL_A, TUNNEL_B, UNDERLAY_MTU, VPNCLOUD_PORT, WINDOW,
 };
 use crate::wire::{WireCount, WireSizes};
 
@@ -21,6 +21,8 @@ pub(crate) enum Daemon {
     Tinc,
     /// fastd, `mode tap`, with this method.
     Fastd(&'static str),
+    /// VpnCloud 2.3.0, `type: tap`, allowing these algorithms (empty: its defaults).
+    VpnCloud(&'static [&'static str]),
 }
 
 impl Daemon {
@@ -28,6 +30,7 @@ impl Daemon {
         match self {
             Daemon::Tinc => TINC_PORT,
             Daemon::Fastd(_) => FASTD_PORT,
+            Daemon::VpnCloud(_) => VPNCLOUD_PORT,
         }
     }
 
@@ -36,6 +39,7 @@ impl Daemon {
         match self {
             Daemon::Tinc => "tinc",
             Daemon::Fastd(_) => "fastd",
+            Daemon::VpnCloud(_) => "vpncloud",
         }
     }
 
@@ -44,6 +48,7 @@ impl Daemon {
         match self {
             Daemon::Tinc => "tincd",
             Daemon::Fastd(_) => "fastd",
+            Daemon::VpnCloud(_) => "vpncloud",
         }
     }
 }
@@ -145,6 +150,25 @@ impl TapMesh {
                     ]);
                 }
             }
+            Daemon::VpnCloud(algorithms) => {
+                let binary = netdoctor_lab::vpncloud::binary()?;
+                // VpnCloud learns its own address by connecting a UDP socket to 8.8.8.8 and
+                // exits without a route there (src/net.rs get_ip). A link route, not a
+                // default route nor a gateway: with one of those it would also set the TAP
+                // MTU itself (the default device's minus its overhead), racing the mesh's.
+                for ns in [&mesh.pair.a, &mesh.pair.b] {
+                    ns.ip(&["route", "add", "8.8.8.8/32", "dev", PairTopology::IFNAME])?;
+                }
+                for (name, _, _, peer_ip, _) in sides {
+                    let conf = root.join(format!("{name}.net"));
+                    write(&conf, &vpncloud_config(ifname, peer_ip, algorithms))?;
+                    commands.push(vec![
+                        binary.to_string_lossy().into_owned(),
+                        "--config".to_owned(),
+                        conf.to_string_lossy().into_owned(),
+                    ]);
+                }
+            }
         }
         for ((name, _, _, _, tunnel_ip), argv) in sides.into_iter().zip(commands) {
             let ns = if name == "a" {
@@ -169,6 +193,16 @@ impl TapMesh {
                 )
             },
         )?;
+        // A daemon that sets its own MTU (VpnCloud: the default route's device's, minus
+        // its overhead) must not have overridden the mesh's.
+        for ns in [&mesh.pair.a, &mesh.pair.b] {
+            let now = ns.mtu(ifname)?;
+            anyhow::ensure!(
+                now == mtu,
+                "{ifname} in {} has MTU {now}, not {mtu}",
+                ns.name()
+            );
+        }
         Ok(mesh)
     }
 

@@ -6,6 +6,7 @@
 pub mod bond;
 pub mod bridge;
 pub mod build;
+pub mod chain;
 pub mod cpu;
 pub mod ecmp;
 mod error;
@@ -85,9 +86,13 @@ pub struct TunnelFacts {
     pub underlay_iface: String,
     /// MTU of the route toward the endpoints (smallest among them).
     pub underlay_mtu: i64,
+    /// When the underlay is itself a tunnel, the chain below this one down to an interface
+    /// that is not ("wg0 (wireguard, 60 bytes, MTU 1420) over eth0 (MTU 1500)"); "" otherwise.
+    pub underlay_chain: String,
     /// Path MTU the probe measured toward the endpoints (smallest), -1 if not probed.
     pub path_mtu: i64,
-    /// The MTU limit used: the probed path MTU if known, else the route MTU.
+    /// The MTU limit used: the probed path MTU if known, else the route MTU; never more
+    /// than an underlay chain carries unfragmented.
     pub effective_underlay_mtu: i64,
     /// Largest tunnel MTU that fits: effective underlay MTU minus the overhead.
     pub max_mtu: i64,

@@ -142,6 +142,18 @@ fn fastd_methods(owner: &TunOwner, notes: &mut Vec<String>) -> Vec<String> {
 }
 
 impl ConfiguredTunnel {
+    /// The tunnel's kind as the facts name it (`tunnel.kind`): its label, else its
+    /// encapsulation's name; "" when unknown.
+    pub fn kind_name(&self) -> String {
+        if self.label.is_empty() {
+            self.encap
+                .map(|e| format!("{e:?}").to_lowercase())
+                .unwrap_or_default()
+        } else {
+            self.label.clone()
+        }
+    }
+
     /// The UDP port the data plane must be told about: the data plane recognises WireGuard,
     /// VXLAN and GENEVE by themselves, but fastd, tinc and other daemons only by port.
     pub fn port_to_recognise(&self) -> Option<crate::kernel::packet::TunnelPort> {

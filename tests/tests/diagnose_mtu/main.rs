@@ -23,6 +23,7 @@ mod gateway;
 mod pmtu;
 mod pmtu6;
 mod probe_command;
+mod stacked;
 mod vxlan;
 mod wall_time;
 mod wg_over_hop;

@@ -126,13 +126,19 @@ impl Observation<'_> {
             (None, Some(i)) => i64::from(i.mtu),
             (None, None) => -1,
         };
+        // An underlay that is itself a tunnel carries no more than its own chain fits.
+        let chain = super::chain::below(underlay_iface.as_ref(), self.all).await;
+        let effective_mtu = match chain.carries() {
+            Some(c) if route_mtu > 0 => route_mtu.min(i64::from(c)),
+            _ => route_mtu,
+        };
         let family = if endpoints.iter().any(|e| family_name(e.ip()) == "ipv6") {
             "ipv6"
         } else {
             "ipv4"
         };
         let fam = crate::facts::overhead::Family::from_name(family);
-        let at_mtu = u32::try_from(route_mtu)
+        let at_mtu = u32::try_from(effective_mtu)
             .ok()
             .filter(|m| *m > 0)
             .unwrap_or(1500);
@@ -202,14 +208,7 @@ impl Observation<'_> {
             .unwrap_or_default();
         let tunnel = TunnelFacts {
             present: self.tun.kind.is_some(),
-            kind: if self.tun.label.is_empty() {
-                self.tun
-                    .encap
-                    .map(|e| format!("{e:?}").to_lowercase())
-                    .unwrap_or_default()
-            } else {
-                self.tun.label.clone()
-            },
+            kind: self.tun.kind_name(),
             local: self.tun.local.map(|l| l.to_string()).unwrap_or_default(),
             options: self.tun.options.clone(),
             family: family.into(),
@@ -220,10 +219,11 @@ impl Observation<'_> {
                 .map(|u| u.name.clone())
                 .unwrap_or_default(),
             underlay_mtu: route_mtu,
+            underlay_chain: chain.describe(),
             path_mtu: -1,
-            effective_underlay_mtu: route_mtu,
+            effective_underlay_mtu: effective_mtu,
             max_mtu: match self.tun.kind {
-                Some(k) if route_mtu > 0 => {
+                Some(k) if effective_mtu > 0 => {
                     i64::from(crate::facts::overhead::max_tunnel_mtu(k, fam, at_mtu))
                 }
                 _ => -1,

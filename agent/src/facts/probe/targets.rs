@@ -101,7 +101,13 @@ pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(Strin
             }
         }
     }
-    if let (Ok(path_mtu), Some(kind)) = (u32::try_from(facts.tunnel.path_mtu), tun.kind) {
+    // Through an underlay that is itself a tunnel, the probe may be answered at a size the
+    // outer tunnel only carries in fragments: the chain's limit stays.
+    let mut path = facts.tunnel.path_mtu;
+    if !facts.tunnel.underlay_chain.is_empty() && facts.tunnel.effective_underlay_mtu > 0 {
+        path = path.min(facts.tunnel.effective_underlay_mtu);
+    }
+    if let (Ok(path_mtu), Some(kind)) = (u32::try_from(path), tun.kind) {
         if path_mtu > 0 {
             let fam = crate::facts::overhead::Family::from_name(&facts.tunnel.family);
             facts.tunnel.effective_underlay_mtu = i64::from(path_mtu);

@@ -127,3 +127,54 @@ fn a_bridge_whose_ports_agree_and_no_bridge_stay_quiet() {
     };
     assert_eq!(found(&f, BRIDGE), None);
 }
+
+/// VXLAN (50) at `mtu` inside a 1420 WireGuard over a 1500 veth.
+fn stacked(mtu: i64) -> Facts {
+    let mut f = healthy();
+    f.iface.name = "vx0".into();
+    f.iface.kind = "vxlan".into();
+    f.iface.mtu = mtu;
+    f.tunnel.kind = "vxlan".into();
+    f.tunnel.overhead_expected = 50;
+    f.tunnel.overhead_measured = -1;
+    f.tunnel.underlay_iface = "wg0".into();
+    f.tunnel.underlay_mtu = 1420;
+    f.tunnel.underlay_chain = "wg0 (wireguard, 60 bytes, MTU 1420) over eth0 (MTU 1500)".into();
+    f.tunnel.path_mtu = -1;
+    f.tunnel.effective_underlay_mtu = 1420;
+    f.tunnel.max_mtu = 1370;
+    f.peers.clear();
+    f
+}
+
+#[test]
+fn a_tunnel_inside_a_tunnel_is_named_with_its_chain() {
+    let f = found(&stacked(1450), "mtu.tunnel_exceeds_underlay").expect("finding");
+    assert!(
+        f.summary.contains(
+            "adds 50 bytes and the underlay wg0 (wireguard, 60 bytes, MTU 1420) over eth0 \
+             (MTU 1500) carries at most 1420"
+        ),
+        "{}",
+        f.summary
+    );
+    assert!(f.fix.contains("mtu 1370"), "{}", f.fix);
+    assert!(found(&stacked(1370), "mtu.tunnel_exceeds_underlay").is_none());
+    // Without a chain the summary names the underlay interface as before.
+    let plain = found(
+        &{
+            let mut f = healthy();
+            f.iface.mtu = 1480;
+            f
+        },
+        "mtu.tunnel_exceeds_underlay",
+    )
+    .expect("finding");
+    assert!(
+        plain
+            .summary
+            .contains("the underlay eth0 carries at most 1500"),
+        "{}",
+        plain.summary
+    );
+}

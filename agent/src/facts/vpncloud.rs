@@ -267,4 +267,52 @@ mod tests {
         laughs += "crypto: {algorithms: [chacha20]}\n";
         assert_eq!(config_algorithms(&laughs), Ok(strings(&["chacha20"])));
     }
+
+    /// The configuration is read for root's daemon from root's file; another user's file,
+    /// one another user may write, or a daemon not root's by every uid: not read, and the
+    /// note says why (the overhead then assumes an encrypting algorithm).
+    #[test]
+    fn the_configuration_is_read_only_under_the_trust_rules() {
+        use std::os::unix::fs::PermissionsExt;
+        if !crate::testing::root_or_skip("to own files as root and as another user") {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = dir.path().join("mesh.net");
+        std::fs::write(&conf, "crypto:\n  algorithms: [plain]\n").expect("write");
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let owner = |uid: u32| TunOwner {
+            pid: std::process::id(),
+            command: "vpncloud".into(),
+            args: strings(&["vpncloud", "--config", &conf.to_string_lossy()]),
+            uids: trusted::Uids {
+                real: uid,
+                effective: 0,
+                saved: 0,
+            },
+            udp_ports: vec![3210],
+        };
+        let mut notes = Vec::new();
+        assert_eq!(algorithms(&owner(0), &mut notes), ["plain"]);
+        assert!(notes.is_empty(), "{notes:?}");
+
+        // A setuid-root vpncloud another user started: its configuration is theirs.
+        assert!(algorithms(&owner(65534), &mut notes).is_empty());
+        assert!(notes[0].contains("not root"), "{notes:?}");
+
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        notes.clear();
+        assert!(algorithms(&owner(0), &mut notes).is_empty());
+        assert!(notes[0].contains("was not read"), "{notes:?}");
+
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        nix::unistd::chown(&conf, Some(nix::unistd::Uid::from_raw(65534)), None).expect("chown");
+        notes.clear();
+        assert!(algorithms(&owner(0), &mut notes).is_empty());
+        assert!(notes[0].contains("uid 65534, not root"), "{notes:?}");
+        // The command line is root's daemon's own word, read before any file.
+        let mut cli = owner(0);
+        cli.args.extend(strings(&["--algorithm", "plain"]));
+        assert_eq!(algorithms(&cli, &mut notes), ["plain"]);
+    }
 }

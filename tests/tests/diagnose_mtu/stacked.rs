@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::wireguard::{wg_over_pair, WgTunnel};
+use netdoctor_lab::wireguard::{wg_over_pair, WgConfig, WgTunnel};
 use netdoctor_lab::{ci, traffic, PairTopology};
 
 use crate::report::{diagnose_idle, expect_evidence, expect_fix, str_or, MtuChecks};
@@ -103,5 +103,55 @@ fn vxlan_inside_a_wireguard_left_at_1500_fits_only_what_the_wireguard_carries() 
     d.assert_none_of(&["mtu.tunnel_exceeds_underlay"])?;
     drop(wg);
     drop(pair);
+    Ok(())
+}
+
+/// WireGuard at `mtu` inside a 1420 WireGuard (both wireguard-go) over a 1500 veth.
+fn wireguard_over_wireguard(mtu: u32) -> Result<(PairTopology, WgTunnel, WgTunnel)> {
+    let (pair, outer) = wg_over_pair(1500, 1420)?;
+    let inner = WgTunnel::new(
+        &pair.a,
+        outer.a.ip(),
+        &pair.b,
+        outer.b.ip(),
+        &WgConfig {
+            mtu,
+            a_addr: "10.252.0.1/24".into(),
+            b_addr: "10.252.0.2/24".into(),
+            listen_port: 51821,
+            ..WgConfig::default()
+        },
+    )?;
+    Ok((pair, outer, inner))
+}
+
+/// WireGuard over WireGuard: the inner one's 60 bytes come on top of the outer's, so 1420
+/// inside a 1420 tunnel does not fit and 1360 does.
+#[test]
+fn wireguard_1420_inside_a_1420_wireguard_names_the_chain_and_1360_fits() -> Result<()> {
+    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
+        return Ok(());
+    }
+    let (pair, outer, inner) = wireguard_over_wireguard(1420)?;
+    let d = diagnose_idle(&pair.a, inner.a.ifname())?;
+    let chain = format!(
+        "{} (wireguard, 60 bytes, MTU 1420) over {} (MTU 1500)",
+        outer.a.ifname(),
+        PairTopology::IFNAME
+    );
+    let f = d.expect("mtu.tunnel_exceeds_underlay", "critical")?;
+    let summary = str_or(&f["summary"]);
+    ensure!(
+        summary.contains(&format!("the underlay {chain} carries at most 1420")),
+        "the summary should name the chain: {summary}\n{}",
+        d.describe()
+    );
+    expect_evidence(&d, f, "largest_fitting_mtu", &1360.into())?;
+    drop((inner, outer, pair));
+
+    let (pair, outer, inner) = wireguard_over_wireguard(1360)?;
+    let d = diagnose_idle(&pair.a, inner.a.ifname())?;
+    d.expect_healthy()?;
+    drop((inner, outer, pair));
     Ok(())
 }

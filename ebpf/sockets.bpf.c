@@ -108,6 +108,58 @@ static __always_inline __u32 egress_ifindex(const struct sock *sk)
 	return BPF_CORE_READ(sk, __sk_common.skc_bound_dev_if);
 }
 
+/* What tcp_get_info() reads for the time a connection spent in each state, the windows,
+ * the buffers and the delivery rate's application limit: read with the snapshot, so no
+ * per-packet cost. The chrono stats are kept in jiffies; the running state's time so far
+ * is added as tcp_get_info_chrono_stats() does. */
+static __always_inline void fill_limits(struct tcp_sock *tp, struct nd_sock_info *info)
+{
+	const struct sock *sk = (const struct sock *)tp;
+	__u32 stat[3] = {};
+	/* The key from the stack: the verifiers of 5.10 and 6.1 take a map key only from the
+	 * stack or a map value, not from ring buffer memory (info may be a reserved record):
+	 * "R2 type=alloc_mem expected=fp, pkt, pkt_meta, map_key, map_value". */
+	__u64 cookie = info->cookie;
+	__u64 *birth = bpf_map_lookup_elem(&born, &cookie);
+
+	info->jiffies = bpf_jiffies64();
+	info->now_ns = bpf_ktime_get_ns();
+	info->born_ns = birth ? *birth : 0;
+	BPF_CORE_READ_INTO(&stat, tp, chrono_stat);
+	/* A u8 bitfield before Linux 6.15, a plain u8 since: the probed read fits both. */
+	info->chrono_type = BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
+	__u32 running = (__u32)info->jiffies - BPF_CORE_READ(tp, chrono_start);
+
+	if (info->chrono_type == 1)
+		stat[0] += running;
+	else if (info->chrono_type == 2)
+		stat[1] += running;
+	else if (info->chrono_type == 3)
+		stat[2] += running;
+	info->chrono_busy = stat[0];
+	info->chrono_rwnd_limited = stat[1];
+	info->chrono_sndbuf_limited = stat[2];
+	info->rate_app_limited = BPF_CORE_READ_BITFIELD_PROBED(tp, rate_app_limited);
+	info->app_limited = BPF_CORE_READ(tp, app_limited);
+	info->delivered = BPF_CORE_READ(tp, delivered);
+	info->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+	info->max_window = BPF_CORE_READ(tp, max_window);
+	info->rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
+	info->window_clamp = BPF_CORE_READ(tp, window_clamp);
+	info->rcv_ssthresh = BPF_CORE_READ(tp, rcv_ssthresh);
+	info->sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
+	info->rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
+	info->wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
+	__u32 snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+
+	info->notsent_bytes = BPF_CORE_READ(tp, write_seq) - snd_nxt;
+	info->unacked_bytes = snd_nxt - BPF_CORE_READ(tp, snd_una);
+	if (bpf_core_field_exists(tp->dsack_dups))
+		info->dsack_dups = BPF_CORE_READ(tp, dsack_dups);
+	if (bpf_core_field_exists(tp->reord_seen))
+		info->reord_seen = BPF_CORE_READ(tp, reord_seen);
+}
+
 static __always_inline void fill_info(struct tcp_sock *tp, struct nd_sock_info *info)
 {
 	const struct sock *sk = (const struct sock *)tp;
@@ -142,22 +194,28 @@ static __always_inline void fill_info(struct tcp_sock *tp, struct nd_sock_info *
 	info->mtu_probing = BPF_CORE_READ_BITFIELD_PROBED(&icsk->icsk_mtup, enabled);
 	info->ca_state = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 	BPF_CORE_READ_STR_INTO(&info->cc, icsk, icsk_ca_ops, name);
+	fill_limits(tp, info);
 }
 
 SEC("iter/tcp")
 int nd_iter_tcp(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
+	struct nd_sock_info info = {};
 
-	if (!skc)
+	if (!skc) {
+		/* The end of the iteration: a record with state 0 and only the clocks, so every
+		 * snapshot, even of no socket, says when it was taken in jiffies. */
+		info.jiffies = bpf_jiffies64();
+		info.now_ns = bpf_ktime_get_ns();
+		bpf_seq_write(ctx->meta->seq, &info, sizeof(info));
 		return 0;
+	}
 	/* Request and time-wait sockets have no tcp_sock: skipped. */
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
 
 	if (!tp)
 		return 0;
-	struct nd_sock_info info = {};
-
 	fill_info(tp, &info);
 	bpf_seq_write(ctx->meta->seq, &info, sizeof(info));
 	return 0;

@@ -126,7 +126,7 @@ fn sample_live(ns: &Netns, ready: &mpsc::Sender<()>) -> Result<Vec<Sample>> {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let snap = probes.snapshot()?;
+        let snap = probes.snapshot()?.sockets;
         if snap.iter().filter(|s| busy(s)).count() == 2 {
             break;
         }
@@ -138,12 +138,12 @@ fn sample_live(ns: &Netns, ready: &mpsc::Sender<()>) -> Result<Vec<Sample>> {
     }
     let mut samples = Vec::new();
     for _ in 0..3 {
-        let before = probes.snapshot()?;
+        let before = probes.snapshot()?.sockets;
         let out = Command::new("ss")
             .args(["-Htin"])
             .output()
             .context("running ss")?;
-        let after = probes.snapshot()?;
+        let after = probes.snapshot()?.sockets;
         ensure!(out.status.success(), "ss failed: {out:?}");
         let ss = parse_ss(&String::from_utf8_lossy(&out.stdout))?;
         for port in [CUBIC_PORT, BBR_PORT] {

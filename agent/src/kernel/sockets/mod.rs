@@ -11,12 +11,12 @@ mod socket;
 
 use std::io::Read;
 use std::mem::MaybeUninit;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, OpenObject, RingBuffer, RingBufferBuilder};
 
-pub use socket::{ClosedSocket, RetransStats, Socket};
+pub use socket::{Chrono, Clock, ClosedSocket, RetransStats, Socket};
 
 use crate::kernel::bpf::sockets::types::{
     nd_retrans_stats, nd_sock_close, nd_sock_info, nd_sock_key,
@@ -77,6 +77,17 @@ pub struct SocketProbes<'obj> {
     /// Held so the tracepoints stay attached; dropping them detaches.
     _links: Vec<Link>,
     signals: Signals,
+    /// The first snapshot's clock: the longer the span to the latest, the surer the HZ.
+    first_clock: OnceLock<Clock>,
+}
+
+/// Every TCP socket at one moment, and that moment.
+#[derive(Debug, Clone, Default)]
+pub struct SocketSnapshot {
+    /// The sockets.
+    pub sockets: Vec<Socket>,
+    /// When the snapshot was taken (None when iter/tcp is unavailable).
+    pub clock: Option<Clock>,
 }
 
 impl std::fmt::Debug for SocketProbes<'_> {
@@ -171,6 +182,7 @@ impl<'obj> SocketProbes<'obj> {
             iter_link,
             _links: links,
             signals,
+            first_clock: OnceLock::new(),
         })
     }
 
@@ -180,10 +192,10 @@ impl<'obj> SocketProbes<'obj> {
     }
 
     /// Every TCP socket of the caller's network namespace right now (time-wait and request
-    /// sockets excluded). Empty when iter/tcp is unavailable.
-    pub fn snapshot(&self) -> Result<Vec<Socket>> {
+    /// sockets excluded), and when. Empty when iter/tcp is unavailable.
+    pub fn snapshot(&self) -> Result<SocketSnapshot> {
         let Some(link) = &self.iter_link else {
-            return Ok(Vec::new());
+            return Ok(SocketSnapshot::default());
         };
         let mut iter = Iter::new(link).map_err(|e| Error::Map {
             map: "iter/tcp",
@@ -194,11 +206,31 @@ impl<'obj> SocketProbes<'obj> {
             map: "iter/tcp",
             source: libbpf_rs::Error::from(e),
         })?;
-        Ok(buf
+        let mut snapshot = SocketSnapshot::default();
+        for raw in buf
             .chunks_exact(std::mem::size_of::<nd_sock_info>())
             .filter_map(decode::<nd_sock_info>)
-            .map(|raw| Socket::from_raw(&raw))
-            .collect())
+        {
+            // The iteration's last record (state 0) carries only the clocks.
+            if raw.state == 0 {
+                snapshot.clock = Some(Clock {
+                    jiffies: raw.jiffies,
+                    ns: raw.now_ns,
+                });
+            } else {
+                snapshot.sockets.push(Socket::from_raw(&raw));
+            }
+        }
+        if let Some(clock) = snapshot.clock {
+            self.first_clock.get_or_init(|| clock);
+        }
+        Ok(snapshot)
+    }
+
+    /// The kernel's HZ, measured from the first snapshot to `now` (see
+    /// [`Clock::hz_since`]); `None` until they are 200 ms apart.
+    pub fn hz(&self, now: &Clock) -> Option<f64> {
+        now.hz_since(self.first_clock.get()?)
     }
 
     /// Retransmission aggregates per connection since load, in the namespace that loaded
@@ -226,7 +258,7 @@ impl<'obj> SocketProbes<'obj> {
     }
 
     /// Moves close events from the ring buffer into memory. Call it often (every 100 ms)
-    /// while observing: the ring holds about 2,500 events.
+    /// while observing: the ring holds about 1,700 events.
     pub fn poll_closed(&self) -> Result<()> {
         self.ring.consume().map_err(|e| Error::Map {
             map: "sock_events",
@@ -287,3 +319,6 @@ fn close_ring(
         .map_err(err)?;
     builder.build().map_err(err)
 }
+
+#[cfg(test)]
+mod tcp_info_tests;

@@ -71,7 +71,7 @@ impl Baseline {
     /// Snapshots sockets and retransmission counters now.
     pub fn take(probes: &SocketProbes<'_>) -> crate::kernel::Result<Self> {
         Ok(Baseline {
-            sockets: probes.snapshot()?,
+            sockets: probes.snapshot()?.sockets,
             retrans: probes.retransmits()?,
         })
     }
@@ -96,7 +96,7 @@ impl Baseline {
         probes: &SocketProbes<'_>,
         secs: f64,
     ) -> crate::kernel::Result<Vec<SocketRow>> {
-        let end = probes.snapshot()?;
+        let end = probes.snapshot()?.sockets;
         let retrans_end = probes.retransmits()?;
         Ok(rows(
             &self.sockets,
@@ -117,7 +117,7 @@ impl Baseline {
         secs: f64,
     ) -> crate::kernel::Result<(Vec<SocketRow>, Baseline)> {
         let closed = probes.drain_closed()?;
-        let end = probes.snapshot()?;
+        let end = probes.snapshot()?.sockets;
         let retrans_end = probes.retransmits()?;
         let out = rows(
             &self.sockets,
@@ -310,6 +310,7 @@ mod tests {
             bytes_sent: acked,
             bytes_retrans: 0,
             mtu_probing: false,
+            ..Socket::sample(cookie)
         }
     }
 

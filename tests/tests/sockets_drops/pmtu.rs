@@ -209,7 +209,11 @@ fn pmtu_blackhole_stalled_past_fifth_rto_is_still_reported() -> Result<()> {
         let seen = black.client.run_in(move || -> Result<String> {
             let mut storage = MaybeUninit::uninit();
             let probes = SocketProbes::load(&mut storage)?;
-            let sock = probes.snapshot()?.sockets.into_iter().find(|s| s.local == local);
+            let sock = probes
+                .snapshot()?
+                .sockets
+                .into_iter()
+                .find(|s| s.local == local);
             Ok(format!("{sock:?}"))
         })??;
         bail!(

@@ -6,6 +6,7 @@
 //! lacks with a warning; [`rates`] turns two snapshots and the events between them into
 //! per-connection rates.
 
+pub mod limits;
 pub mod rates;
 mod socket;
 

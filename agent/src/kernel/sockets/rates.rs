@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use super::{ClosedSocket, RetransStats, Socket, SocketProbes};
+use super::limits::{self, Limits, Traffic, Window};
+use super::{Clock, ClosedSocket, RetransStats, Socket, SocketProbes};
 
 /// One connection over the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,6 +40,9 @@ pub struct SocketRow {
     pub window_bytes_acked: u64,
     /// Bytes received during the window.
     pub window_bytes_received: u64,
+    /// What limited the connection during the window.
+    #[serde(flatten)]
+    pub limits: Limits,
 }
 
 /// Totals per interface and congestion control algorithm.
@@ -65,15 +69,27 @@ pub struct CcAggregate {
 pub struct Baseline {
     sockets: Vec<Socket>,
     retrans: Vec<RetransStats>,
+    clock: Option<Clock>,
 }
 
 impl Baseline {
     /// Snapshots sockets and retransmission counters now.
     pub fn take(probes: &SocketProbes<'_>) -> crate::kernel::Result<Self> {
+        let snapshot = probes.snapshot()?;
         Ok(Baseline {
-            sockets: probes.snapshot()?.sockets,
+            sockets: snapshot.sockets,
             retrans: probes.retransmits()?,
+            clock: snapshot.clock,
         })
+    }
+
+    /// The window from this baseline to `end`, `secs` long.
+    fn window(&self, probes: &SocketProbes<'_>, end: Option<Clock>, secs: f64) -> Window {
+        Window {
+            secs,
+            start: self.clock,
+            hz: end.and_then(|c| probes.hz(&c)),
+        }
     }
 
     /// Ends the window now (`secs` after [`Baseline::take`]): drains the close events,
@@ -96,15 +112,15 @@ impl Baseline {
         probes: &SocketProbes<'_>,
         secs: f64,
     ) -> crate::kernel::Result<Vec<SocketRow>> {
-        let end = probes.snapshot()?.sockets;
+        let end = probes.snapshot()?;
         let retrans_end = probes.retransmits()?;
         Ok(rows(
             &self.sockets,
-            &end,
+            &end.sockets,
             &[],
             &self.retrans,
             &retrans_end,
-            secs,
+            &self.window(probes, end.clock, secs),
         ))
     }
 
@@ -117,21 +133,22 @@ impl Baseline {
         secs: f64,
     ) -> crate::kernel::Result<(Vec<SocketRow>, Baseline)> {
         let closed = probes.drain_closed()?;
-        let end = probes.snapshot()?.sockets;
+        let end = probes.snapshot()?;
         let retrans_end = probes.retransmits()?;
         let out = rows(
             &self.sockets,
-            &end,
+            &end.sockets,
             &closed,
             &self.retrans,
             &retrans_end,
-            secs,
+            &self.window(probes, end.clock, secs),
         );
         Ok((
             out,
             Baseline {
-                sockets: end,
+                sockets: end.sockets,
                 retrans: retrans_end,
+                clock: end.clock,
             },
         ))
     }
@@ -148,15 +165,16 @@ fn ratio(part: u64, whole: u64) -> f64 {
 type Endpoints = (SocketAddr, SocketAddr);
 
 /// Builds one row per connection that existed at the end of the window or closed during
-/// it (listening sockets excluded). `secs` is the window length.
+/// it (listening sockets excluded), each with what limited it.
 pub fn rows(
     start: &[Socket],
     end: &[Socket],
     closed: &[ClosedSocket],
     retrans_start: &[RetransStats],
     retrans_end: &[RetransStats],
-    secs: f64,
+    window: &Window,
 ) -> Vec<SocketRow> {
+    let secs = window.secs;
     let before: HashMap<u64, &Socket> = start.iter().map(|s| (s.cookie, s)).collect();
     let retrans_before: HashMap<Endpoints, &RetransStats> = retrans_start
         .iter()
@@ -220,6 +238,23 @@ pub fn rows(
             if closed_from.is_some() {
                 socket.state = "close";
             }
+            let throughput_bps = if secs > 0.0 {
+                acked as f64 * 8.0 / secs
+            } else {
+                0.0
+            };
+            let mut limits = limits::shares(b.copied(), s, window);
+            limits::dominant(
+                &mut limits,
+                &Traffic {
+                    socket: s,
+                    closed: closed_from.is_some(),
+                    acked,
+                    segments: segs,
+                    retransmits: retrans,
+                    throughput_bps,
+                },
+            );
             SocketRow {
                 socket,
                 closed: closed_from.is_some(),
@@ -235,18 +270,43 @@ pub fn rows(
                 retrans_ratio: ratio(retrans, segs),
                 full_size_retransmits: full,
                 small_retransmits: small,
-                throughput_bps: if secs > 0.0 {
-                    acked as f64 * 8.0 / secs
-                } else {
-                    0.0
-                },
+                throughput_bps,
                 window_bytes_acked: acked,
                 window_bytes_received: received,
+                limits,
             }
         })
         .collect();
+    ceilings(&mut out);
     out.sort_by(|a, b| b.throughput_bps.total_cmp(&a.throughput_bps));
     out
+}
+
+/// Gives each window-limited row its ceiling against what the path to its host has shown,
+/// and whether its receiver is a socket of this host.
+fn ceilings(rows: &mut [SocketRow]) {
+    let rates = limits::path_rates(
+        &rows
+            .iter()
+            .map(|r| {
+                (
+                    r.socket.remote.ip(),
+                    r.throughput_bps,
+                    r.limits.sending_rate_bps,
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    let ends: std::collections::HashSet<Endpoints> = rows
+        .iter()
+        .filter(|r| !r.closed)
+        .map(|r| (r.socket.local, r.socket.remote))
+        .collect();
+    for r in rows.iter_mut() {
+        let path = rates.get(&r.socket.remote.ip()).copied().unwrap_or(0.0);
+        let local = ends.contains(&(r.socket.remote, r.socket.local));
+        limits::ceiling(&mut r.limits, &r.socket, path, local);
+    }
 }
 
 /// Sums rows per (interface, congestion control algorithm).
@@ -279,103 +339,4 @@ pub fn by_cc(rows: &[SocketRow]) -> Vec<CcAggregate> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sock(cookie: u64, cc: &str, segs: u32, retrans: u32, acked: u64) -> Socket {
-        Socket {
-            cookie,
-            local: "10.0.0.1:40000".parse().expect("addr"),
-            remote: "10.0.0.2:5201".parse().expect("addr"),
-            state: "established",
-            ifindex: 3,
-            cc: cc.into(),
-            ca_state: "open",
-            srtt_us: 1000,
-            rttvar_us: 100,
-            min_rtt_us: 900,
-            cwnd: 10,
-            ssthresh: 7,
-            total_retrans: retrans,
-            lost: 0,
-            retrans_out: 0,
-            segs_out: segs,
-            data_segs_out: segs,
-            mss: 1448,
-            pmtu: 1500,
-            reordering: 3,
-            delivery_rate_bps: 0,
-            bytes_acked: acked,
-            bytes_received: 0,
-            bytes_sent: acked,
-            bytes_retrans: 0,
-            mtu_probing: false,
-            ..Socket::sample(cookie)
-        }
-    }
-
-    #[test]
-    fn rates_are_window_deltas() {
-        let start = [sock(1, "cubic", 100, 2, 1000)];
-        let end = [sock(1, "cubic", 1100, 52, 1_001_000)];
-        let rows = rows(&start, &end, &[], &[], &[], 2.0);
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].data_segs_sent, 1000);
-        assert_eq!(rows[0].retransmits, 50);
-        assert!((rows[0].retrans_ratio - 0.05).abs() < 1e-9);
-        assert!((rows[0].retransmits_per_s - 25.0).abs() < 1e-9);
-        assert!((rows[0].throughput_bps - 4_000_000.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn new_and_closed_connections_count_from_zero() {
-        let closed = [ClosedSocket {
-            socket: sock(7, "bbr", 10, 1, 5000),
-            duration_ms: Some(30),
-            closed_from: "last-ack",
-        }];
-        let end = [sock(8, "cubic", 20, 0, 100)];
-        let rows = rows(&[], &end, &closed, &[], &[], 1.0);
-        assert_eq!(rows.len(), 2);
-        let c = rows.iter().find(|r| r.closed).expect("closed row");
-        assert_eq!(
-            (c.data_segs_sent, c.retransmits, c.duration_ms),
-            (10, 1, Some(30))
-        );
-        let agg = by_cc(&rows);
-        assert_eq!(agg.len(), 2);
-        assert_eq!(agg.iter().map(|a| a.sockets).sum::<usize>(), 2);
-    }
-
-    #[test]
-    fn a_stalled_connection_keeps_its_interface() {
-        let start = [sock(1, "cubic", 10, 1, 100)];
-        let mut stalled = sock(1, "cubic", 10, 9, 100);
-        stalled.ifindex = 0; // route cache reset by the retransmission timer
-        let rows = rows(&start, &[stalled], &[], &[], &[], 1.0);
-        assert_eq!(rows[0].socket.ifindex, 3);
-
-        let mut unseen = sock(2, "cubic", 10, 9, 100);
-        unseen.ifindex = 0;
-        let retrans = [RetransStats {
-            local: unseen.local,
-            remote: unseen.remote,
-            events: 9,
-            segments: 9,
-            bytes: 9 * 1448,
-            full_segments: 9,
-            small_segments: 0,
-            ifindex: 5,
-            mss: 1448,
-        }];
-        let rows = super::rows(&[], &[unseen], &[], &[], &retrans, 1.0);
-        assert_eq!(rows[0].socket.ifindex, 5);
-    }
-
-    #[test]
-    fn no_data_means_zero_ratio() {
-        let s = [sock(1, "bbr", 0, 0, 0)];
-        let rows = rows(&s, &s, &[], &[], &[], 1.0);
-        assert_eq!(rows[0].retrans_ratio, 0.0);
-    }
-}
+mod tests;

@@ -7,11 +7,25 @@
 //! `MSS / RTT · C / √p` with `C = √(3/2) ≈ 1.22` (periodic loss, delayed ACKs off). CUBIC
 //! halves its window less and grows it faster, but on a lossy path it too is bounded by
 //! its loss rate, which BBR does not read as congestion.
+//!
+//! What limited each connection (`kernel::sockets::limits`) comes with it, and for a window
+//! the buffer size that would give the window its path needs: the receiver's `tcp_rmem`
+//! maximum (the kernel advertises only part of the buffer: `tcp_adv_win_scale`) or the
+//! sender's `tcp_wmem` maximum.
 
 use std::net::IpAddr;
 
-use super::FlowFacts;
+use super::{FlowFacts, Host};
+use crate::kernel::sockets::limits::Limit;
 use crate::kernel::sockets::rates::SocketRow;
+
+/// Buffer sizes a fix names are rounded up to this (64 KiB).
+const BUFFER_STEP: f64 = 65_536.0;
+
+/// The kernel's default `tcp_rmem` and `tcp_wmem` middle values (the default buffer),
+/// which a maximum must not be set below; a remote host's own are unknown.
+const RMEM_DEFAULT: i64 = 131_072;
+const WMEM_DEFAULT: i64 = 16_384;
 
 /// √(3/2): Mathis et al.'s constant for periodic loss without delayed ACKs.
 const MATHIS_C: f64 = 1.224_744_871;
@@ -28,8 +42,42 @@ pub fn mathis_bps(mss: u32, srtt_s: f64, loss: f64) -> Option<f64> {
         .then(|| f64::from(mss) * 8.0 / srtt_s * MATHIS_C / loss.sqrt())
 }
 
+/// The buffer maximum that gives a window-limited connection the window its path needs,
+/// bytes, rounded up to 64 KiB; -1 for other limits or without a needed window. A receive
+/// buffer is advertised in part (`host.tcp_adv_win_share`, half if unknown); a send buffer
+/// holds as much data as its ceiling's window per byte of it.
+pub fn needed_buffer(r: &SocketRow, host: &Host) -> i64 {
+    let l = &r.limits;
+    if l.needed_window_bytes <= 0 || l.window_bytes <= 0 {
+        return -1;
+    }
+    let needed = l.needed_window_bytes as f64;
+    let (bytes, floor) = match l.limit {
+        Limit::ReceiverWindow => {
+            let share = if host.tcp_adv_win_share > 0.0 {
+                host.tcp_adv_win_share
+            } else {
+                0.5
+            };
+            let floor = if l.receiver_local {
+                host.tcp_rmem_default
+            } else {
+                RMEM_DEFAULT
+            };
+            (needed / share, floor)
+        }
+        Limit::SendBuffer if r.socket.sndbuf > 0 => {
+            let per_byte = l.window_bytes as f64 / f64::from(r.socket.sndbuf);
+            (needed / per_byte, host.tcp_wmem_default.max(WMEM_DEFAULT))
+        }
+        _ => return -1,
+    };
+    let rounded = ((bytes / BUFFER_STEP).ceil() * BUFFER_STEP) as i64;
+    rounded.max(floor)
+}
+
 /// The connections among `rows` leaving through interface `ifindex`.
-pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
+pub fn flow_facts(rows: &[SocketRow], ifindex: u32, host: &Host) -> Vec<FlowFacts> {
     let mine: Vec<&SocketRow> = rows
         .iter()
         .filter(|r| r.socket.ifindex == ifindex)
@@ -37,7 +85,7 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
     let to_host = |host: IpAddr| mine.iter().filter(move |r| r.socket.remote.ip() == host);
     mine.iter()
         .map(|r| {
-            let host = r.socket.remote.ip();
+            let remote = r.socket.remote.ip();
             let srtt_s = f64::from(r.socket.srtt_us) / 1e6;
             FlowFacts {
                 name: format!("{} -> {}", r.socket.local, r.socket.remote),
@@ -53,12 +101,25 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
                 throughput_bps: r.throughput_bps,
                 loss_based_limit_bps: mathis_bps(r.socket.mss, srtt_s, r.retrans_ratio)
                     .unwrap_or(-1.0),
-                host_throughput_bps: to_host(host).map(|o| o.throughput_bps).sum(),
-                host_bbr_bps: to_host(host)
+                host_throughput_bps: to_host(remote).map(|o| o.throughput_bps).sum(),
+                host_bbr_bps: to_host(remote)
                     .filter(|o| o.socket.cc == "bbr")
                     .map(|o| o.throughput_bps)
                     .reduce(f64::max)
                     .unwrap_or(-1.0),
+                remote_host: remote.to_string(),
+                limit: r.limits.limit.to_string(),
+                limit_share: r.limits.limit_share,
+                busy_share: r.limits.busy_share,
+                rwnd_limited_share: r.limits.rwnd_limited_share,
+                sndbuf_limited_share: r.limits.sndbuf_limited_share,
+                idle_share: r.limits.idle_share,
+                window_bytes: r.limits.window_bytes,
+                ceiling_bps: r.limits.ceiling_bps,
+                path_rate_bps: r.limits.path_rate_bps,
+                needed_window_bytes: r.limits.needed_window_bytes,
+                needed_buffer_bytes: needed_buffer(r, host),
+                receiver_local: r.limits.receiver_local,
             }
         })
         .collect()
@@ -67,6 +128,63 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32) -> Vec<FlowFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::sockets::limits::Limits;
+    use crate::kernel::sockets::Socket;
+
+    /// A row limited by `limit` whose path needs a 256 KiB window, its window 64 KiB.
+    fn limited(limit: Limit, receiver_local: bool) -> SocketRow {
+        let mut socket = Socket::sample(1);
+        socket.sndbuf = 131_072;
+        SocketRow {
+            socket,
+            closed: false,
+            closed_from: None,
+            duration_ms: None,
+            data_segs_sent: 0,
+            retransmits: 0,
+            retransmits_per_s: 0.0,
+            retrans_ratio: 0.0,
+            full_size_retransmits: 0,
+            small_retransmits: 0,
+            throughput_bps: 0.0,
+            window_bytes_acked: 0,
+            window_bytes_received: 0,
+            limits: Limits {
+                limit,
+                window_bytes: 65_536,
+                needed_window_bytes: 262_144,
+                receiver_local,
+                ..Limits::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_buffer_a_window_needs() {
+        let mut host = Host {
+            tcp_adv_win_share: 0.5,
+            tcp_rmem_default: 1_048_576,
+            tcp_wmem_default: 16_384,
+            ..Host::default()
+        };
+        // Half of the receive buffer is advertised: 512 KiB for a 256 KiB window.
+        let remote = limited(Limit::ReceiverWindow, false);
+        assert_eq!(needed_buffer(&remote, &host), 524_288);
+        // Three quarters (tcp_adv_win_scale 2): 341.3 KiB, rounded up to 384 KiB.
+        host.tcp_adv_win_share = 0.75;
+        assert_eq!(needed_buffer(&remote, &host), 393_216);
+        // Never below this host's default buffer when the receiver is here.
+        let local = limited(Limit::ReceiverWindow, true);
+        assert_eq!(needed_buffer(&local, &host), 1_048_576);
+        // A send buffer of 128 KiB holding a 64 KiB window: twice the window, 512 KiB.
+        let sender = limited(Limit::SendBuffer, true);
+        assert_eq!(needed_buffer(&sender, &host), 524_288);
+        // No window to lift.
+        assert_eq!(needed_buffer(&limited(Limit::Congestion, true), &host), -1);
+        let mut unknown = limited(Limit::ReceiverWindow, false);
+        unknown.limits.needed_window_bytes = -1;
+        assert_eq!(needed_buffer(&unknown, &host), -1);
+    }
 
     /// With a 1448-byte MSS: 62 ms and 4.8 % loss, about 1.0 Mbit/s; 50 ms and 1 %, 2.8
     /// Mbit/s (the seed's lab measured cubic at 3.2 there); 200 ms and 1 %, 0.7 Mbit/s.

@@ -263,6 +263,34 @@ pub struct FlowFacts {
     pub host_throughput_bps: f64,
     /// The fastest bbr connection to the same remote host in the window, bits/s; -1 if none.
     pub host_bbr_bps: f64,
+    /// The remote host's address.
+    pub remote_host: String,
+    /// What limited the connection most of the window: receiver_window, send_buffer,
+    /// congestion, application, unknown ("" when not measured).
+    pub limit: String,
+    /// That limit's share of the time the connection was observed, 0 to 1.
+    pub limit_share: f64,
+    /// Share of the time sending at the pace of the congestion window or the network.
+    pub busy_share: f64,
+    /// Share of the time waiting for the peer's receive window.
+    pub rwnd_limited_share: f64,
+    /// Share of the time waiting for room in the send buffer.
+    pub sndbuf_limited_share: f64,
+    /// Share of the time with nothing to send.
+    pub idle_share: f64,
+    /// The window that set the ceiling of a window-limited connection, bytes; -1.
+    pub window_bytes: i64,
+    /// That window's ceiling, window / srtt, bits/s; -1.
+    pub ceiling_bps: f64,
+    /// The rate the path to the remote host has shown in the window, bits/s.
+    pub path_rate_bps: f64,
+    /// The window that rate needs at this srtt (bandwidth-delay product), bytes; -1.
+    pub needed_window_bytes: i64,
+    /// The buffer maximum (`tcp_rmem`'s third number for a receive window, `tcp_wmem`'s for a
+    /// send buffer) that gives the needed window, bytes, rounded up to 64 KiB; -1.
+    pub needed_buffer_bytes: i64,
+    /// The receiving end is a socket of this host.
+    pub receiver_local: bool,
 }
 
 /// Kernel drops on the interface during the observation.

@@ -281,7 +281,7 @@ impl Observation<'_> {
         };
         let flows = self
             .sockets
-            .map(|rows| super::flows::flow_facts(rows, self.me.index))
+            .map(|rows| super::flows::flow_facts(rows, self.me.index, &host))
             .unwrap_or_default();
         let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
         // Flow records, and the local connections' segments counted per interface. What

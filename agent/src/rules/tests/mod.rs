@@ -15,6 +15,7 @@ mod files;
 mod layer2;
 mod limits;
 mod measured;
+mod throughput;
 
 use measured::{bond_carrying, ecmp, nat};
 
@@ -65,6 +66,16 @@ pub(super) fn healthy() -> Facts {
         pmtu: 1440,
         mss: 1388,
         throughput_bps: 5e7,
+        remote_host: "10.0.0.2".into(),
+        limit: "congestion".into(),
+        limit_share: 0.9,
+        busy_share: 0.9,
+        idle_share: 0.1,
+        path_rate_bps: 5e7,
+        window_bytes: -1,
+        ceiling_bps: -1.0,
+        needed_window_bytes: -1,
+        needed_buffer_bytes: -1,
         ..FlowFacts::default()
     }];
     f.probe.ran = true;

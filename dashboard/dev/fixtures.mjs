@@ -106,6 +106,10 @@ function socket(i, iface, cc, local, remote, retrans, thr) {
     bytes_acked: 13770000 + i * 1e6, bytes_received: 4096 + i, bytes_sent: 13900000, bytes_retrans: 140000, mtu_probing: false,
     closed: false, duration_ms: null, data_segs_sent: segs, retransmits: Math.round(segs * retrans), retransmits_per_s: segs * retrans / 10,
     retrans_ratio: retrans, full_size_retransmits: Math.round(segs * retrans), small_retransmits: 0, throughput_bps: thr, interface: iface,
+    limit: retrans > 0.01 ? 'congestion' : 'application', limit_share: retrans > 0.01 ? 0.93 : 0.8, busy_share: retrans > 0.01 ? 0.93 : 0.2,
+    rwnd_limited_share: 0, sndbuf_limited_share: 0, idle_share: retrans > 0.01 ? 0.07 : 0.8, observed_ms: 10000, busy_ms: 9300, rwnd_limited_ms: 0,
+    sndbuf_limited_ms: 0, under_loss: retrans > 0, sending_rate_bps: thr, window_bytes: -1, ceiling_bps: -1, path_rate_bps: thr,
+    needed_window_bytes: -1, receiver_local: false,
   };
 }
 
@@ -113,7 +117,9 @@ export function sockets() {
   return [
     socket(1, 'wg0', 'cubic', '10.250.0.1:41234', '10.250.0.2:5201', 0.034, 41.2e6),
     socket(2, 'wg0', 'cubic', '10.250.0.1:41236', '10.250.0.2:5201', 0.028, 37.9e6),
-    socket(3, 'wg0', 'bbr', '10.250.0.1:41240', '10.250.0.2:5202', 0.012, 88.1e6),
+    { ...socket(3, 'wg0', 'bbr', '10.250.0.1:41240', '10.250.0.2:5202', 0.012, 88.1e6), limit: 'receiver_window', limit_share: 0.91,
+      rwnd_limited_share: 0.91, busy_share: 0.09, idle_share: 0, window_bytes: 262144, ceiling_bps: 91.2e6, path_rate_bps: 167.2e6,
+      needed_window_bytes: 480000 },
     socket(4, 'eth0', 'cubic', '192.0.2.1:22', '192.0.2.50:53111', 0, 0.2e6),
     { ...socket(5, 'eth0', 'bbr', '[2001:db8::1]:443', '[2001:db8::99]:60000', 0.001, 12e6), closed: true, closed_from: 'last-ack', state: 'close', duration_ms: 4200 },
   ];

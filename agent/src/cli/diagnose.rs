@@ -42,6 +42,9 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
 /// Width of the text report when stdout is not a terminal (a pipe, a file, a mail).
 const PIPE_WIDTH: usize = 100;
 
+/// The busiest local connections the text report lists with their limits (`--json` has all).
+const CONNECTIONS_SHOWN: usize = 8;
+
 /// Indent of a finding's second and further lines, under its id.
 const FINDING_INDENT: &str = "         ";
 
@@ -141,6 +144,9 @@ fn print(r: &Report, color: bool, width: usize) {
         f.traffic.tcp_retrans_ratio * 100.0,
         f.drops.total
     );
+    for line in super::limits::connection_lines(&f.flows, CONNECTIONS_SHOWN) {
+        println!("{}", wrapped(&line, width, "        "));
+    }
     for n in &r.notes {
         println!("{}", wrapped(&format!("  note: {n}"), width, "        "));
     }

@@ -3,6 +3,7 @@
 mod diagnose;
 mod drops;
 mod flows;
+mod limits;
 pub(crate) mod logging;
 mod output;
 mod probe;

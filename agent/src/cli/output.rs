@@ -5,6 +5,7 @@ use comfy_table::{CellAlignment, Table};
 
 use super::drops::DropsReport;
 use super::flows::{FlowsReport, TunnelPeers};
+use super::limits::LimitView;
 use crate::kernel::packet::counters::DirCounters;
 
 fn table(header: &[&str]) -> Table {
@@ -179,10 +180,21 @@ pub(super) fn print_flows(r: &FlowsReport) {
             cc_summary(r)
         );
         let mut t = table(&[
-            "local", "remote", "state", "cc", "srtt ms", "cwnd", "retrans", "ratio", "pmtu", "mss",
+            "local",
+            "remote",
+            "state",
+            "cc",
+            "srtt ms",
+            "cwnd",
+            "retrans",
+            "ratio",
+            "pmtu",
+            "mss",
             "Mbit/s",
+            "limited by",
         ]);
-        for s in r.sockets.iter().take(r.flows.len().max(20)) {
+        let shown: Vec<_> = r.sockets.iter().take(r.flows.len().max(20)).collect();
+        for s in &shown {
             let k = &s.socket;
             t.add_row(vec![
                 k.local.to_string(),
@@ -200,10 +212,19 @@ pub(super) fn print_flows(r: &FlowsReport) {
                 k.pmtu.to_string(),
                 k.mss.to_string(),
                 format!("{:.2}", s.throughput_bps / 1e6),
+                LimitView::from(*s).cell(),
             ]);
         }
         right_align(&mut t, 4);
+        if let Some(c) = t.column_mut(11) {
+            c.set_cell_alignment(CellAlignment::Left);
+        }
         println!("{t}");
+        for s in &shown {
+            if let Some(d) = LimitView::from(*s).detail() {
+                println!("  {} -> {}: {d}", s.socket.local, s.socket.remote);
+            }
+        }
         if r.congestion_control.len() > 1 {
             let mut t = table(&[
                 "cc",

@@ -2,7 +2,7 @@
 //! ebpf_exporter: kernel counters are exposed as they are, never copied into a second set
 //! of counters that could drift). Every family is declared once in [`FAMILIES`]; labels are
 //! bounded by design (interfaces, directions, congestion control modules, drop reasons,
-//! finding ids), never per flow, address or port.
+//! connection limits, finding ids), never per flow, address or port.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -48,6 +48,8 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_tcp_retransmits_total", "Segments retransmitted by local TCP connections.", COUNTER, &["interface", "cc"]),
     ("netdoctor_tcp_retransmit_ratio", "Retransmitted share of data segments in the last window.", GAUGE, &["interface", "cc"]),
     ("netdoctor_tcp_forwarded_retransmit_ratio", "Share of the TCP segments crossing the interface that carried data sent before, last window: forwarded and received ones seen in packets, those local connections sent as their sockets counted them.", GAUGE, &["interface"]),
+    ("netdoctor_tcp_connections", "Local TCP connections of the last window by what limited them most of it: receiver_window, send_buffer, congestion, application, unknown (too little traffic).", GAUGE, &["interface", "limit"]),
+    ("netdoctor_tcp_limited_bytes_total", "Bytes local TCP connections had acknowledged, by what limited them in the window that carried them.", COUNTER, &["interface", "limit"]),
     ("netdoctor_tcp_srtt_seconds", "Smoothed RTT of local TCP connections, one observation per connection and window.", HISTOGRAM, &["interface"]),
     ("netdoctor_drops_total", "Packets the kernel dropped, by reason (skb_drop_reason).", COUNTER, &["interface", "reason"]),
     ("netdoctor_wireguard_peers", "WireGuard peers configured.", GAUGE, &["interface"]),
@@ -305,6 +307,18 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
             t.retransmits as f64,
         );
         out.put("netdoctor_tcp_retransmit_ratio", &[iface, cc], t.last_ratio);
+    }
+    for ((iface, limit), t) in &view.limits {
+        out.put(
+            "netdoctor_tcp_connections",
+            &[iface, limit],
+            t.connections as f64,
+        );
+        out.put(
+            "netdoctor_tcp_limited_bytes_total",
+            &[iface, limit],
+            t.bytes as f64,
+        );
     }
     for (iface, h) in &view.srtt {
         // The encoder adds the +Inf bucket from the sample count.

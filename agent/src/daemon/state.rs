@@ -103,6 +103,15 @@ pub struct TcpTotals {
     pub last_ratio: f64,
 }
 
+/// Local TCP connections of one (interface, limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitTotals {
+    /// Connections with that limit in the last window.
+    pub connections: u64,
+    /// Bytes they had acknowledged, summed over every window since the agent started.
+    pub bytes: u64,
+}
+
 /// Upper bounds (seconds) of the smoothed-RTT histogram: LAN, metro, continental,
 /// intercontinental, and broken.
 pub const SRTT_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
@@ -165,6 +174,8 @@ pub struct View {
     pub tcp: BTreeMap<(String, String), TcpTotals>,
     /// Smoothed RTT of connections, observed once per window each, by interface.
     pub srtt: BTreeMap<String, Histogram>,
+    /// Connections and bytes by (interface, what limited them).
+    pub limits: BTreeMap<(String, &'static str), LimitTotals>,
     /// Active findings (all interfaces).
     pub active: Vec<StoredFinding>,
     /// WireGuard handshake ages by interface: (peer public key, age in seconds; -1 never).

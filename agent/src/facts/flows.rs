@@ -135,28 +135,16 @@ mod tests {
     fn limited(limit: Limit, receiver_local: bool) -> SocketRow {
         let mut socket = Socket::sample(1);
         socket.sndbuf = 131_072;
-        SocketRow {
+        SocketRow::sample(
             socket,
-            closed: false,
-            closed_from: None,
-            duration_ms: None,
-            data_segs_sent: 0,
-            retransmits: 0,
-            retransmits_per_s: 0.0,
-            retrans_ratio: 0.0,
-            full_size_retransmits: 0,
-            small_retransmits: 0,
-            throughput_bps: 0.0,
-            window_bytes_acked: 0,
-            window_bytes_received: 0,
-            limits: Limits {
+            Limits {
                 limit,
                 window_bytes: 65_536,
                 needed_window_bytes: 262_144,
                 receiver_local,
                 ..Limits::default()
             },
-        }
+        )
     }
 
     #[test]

@@ -13,7 +13,9 @@ import {
   formatMicros, formatBytes, formatBitRate, formatPercent, formatCount, formatEndpoint,
   protocolName, NA,
 } from '../format.js';
-import { filterRows, lossyInterfaces, isLossyCubic, routeHash } from '../model.js';
+import {
+  filterRows, lossyInterfaces, isLossyCubic, routeHash, LIMITS, limitText, limitTitle,
+} from '../model.js';
 import { createTable } from './table.js';
 
 const num = (v) => (typeof v === 'number' ? v : null);
@@ -32,6 +34,9 @@ const SOCKET_COLUMNS = [
   { key: 'total_retrans', label: 'total retr', numeric: true, title: "segments retransmitted over the connection's life", value: (s) => num(s.total_retrans), render: (s) => formatCount(s.total_retrans) },
   { key: 'pmtu', label: 'pmtu', numeric: true, title: 'path MTU the socket uses', value: (s) => num(s.pmtu), render: (s) => formatCount(s.pmtu) },
   { key: 'mss', label: 'mss', numeric: true, value: (s) => num(s.mss), render: (s) => formatCount(s.mss) },
+  { key: 'limit', label: 'limited by', title: 'what held the connection back most of the last window, and for how much of it (hover a value for why; the legend below explains each)',
+    value: (s) => limitText(s),
+    render: (s) => h('span', { title: limitTitle(s), dataset: { testid: 'limit', limit: s.limit || null } }, limitText(s) || NA) },
   { key: 'throughput', label: 'throughput', numeric: true, title: 'acknowledged throughput in the last window', value: (s) => num(s.throughput_bps), render: (s) => formatBitRate(s.throughput_bps) },
   { key: 'bytes', label: 'bytes ↑/↓', numeric: true, title: 'bytes sent (acknowledged by the peer) / received; sorts by bytes sent',
     value: (s) => num(s.bytes_acked), render: (s) => `${formatBytes(s.bytes_acked)} / ${formatBytes(s.bytes_received)}` },
@@ -57,6 +62,13 @@ const FLOW_COLUMNS = [
   { key: 'retransmits', label: 'retrans', numeric: true, value: (f) => num(f.retransmits), render: (f) => formatCount(f.retransmits) },
   { key: 'last_seen', label: 'last seen', numeric: true, value: (f) => num(f.last_seen_ms), render: (f) => relTime(f.last_seen_ms) },
 ];
+
+/** What each "limited by" value means, in plain words. */
+function limitLegend() {
+  return h('details', { class: 'legend', dataset: { testid: 'limit-legend' } },
+    h('summary', {}, 'What "limited by" means'),
+    h('dl', {}, Object.values(LIMITS).flatMap((l) => [h('dt', {}, l.label), h('dd', {}, l.explain)])));
+}
 
 function textsOf(columns) {
   return (row) => columns.map((c) => c.value(row));
@@ -89,7 +101,7 @@ export function createTraffic(ctx) {
     empty: 'No flows match.',
     rowAttrs: (f) => ({ dataset: { testid: 'flow-row', interface: f.interface } }),
   });
-  section.querySelector('[data-role="sockets"]').append(sockets.el);
+  section.querySelector('[data-role="sockets"]').append(sockets.el, limitLegend());
   section.querySelector('[data-role="flows"]').append(flows.el);
 
   const data = { sockets: null, flows: null, interfaces: [], socketsTotal: 0, flowsTotal: 0 };

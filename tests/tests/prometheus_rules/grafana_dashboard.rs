@@ -140,6 +140,8 @@ fn grafana_dashboard_is_importable_and_filters_by_instance_and_interface() -> Re
         "netdoctor_tcp_retransmits_total",
         "netdoctor_tcp_data_segments_total",
         "netdoctor_tcp_srtt_seconds",
+        "netdoctor_tcp_connections",
+        "netdoctor_tcp_limited_bytes_total",
         "netdoctor_drops_total",
         "netdoctor_wireguard_handshake_age_max_seconds",
         "netdoctor_finding_active",

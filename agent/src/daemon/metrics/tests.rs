@@ -49,3 +49,30 @@ fn docs_api_md_lists_every_metric() {
         );
     }
 }
+
+#[test]
+fn connections_and_bytes_by_limit_per_interface() {
+    let config = Config::resolve(&Overrides::default()).expect("default configuration");
+    let store = Store::open_in_memory(Retention::default()).expect("store");
+    let shared = Arc::new(Shared::new(config, Arc::new(store)).expect("shared state"));
+    let metrics = Metrics::new(shared.clone()).expect("metrics");
+    shared.view_mut().limits.insert(
+        ("wg0".to_owned(), "receiver_window"),
+        crate::daemon::state::LimitTotals {
+            connections: 4,
+            bytes: 26_214_400,
+        },
+    );
+    let text = metrics.render().expect("render");
+    assert!(
+        text.contains(r#"netdoctor_tcp_connections{interface="wg0",limit="receiver_window"} 4"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"netdoctor_tcp_limited_bytes_total{interface="wg0",limit="receiver_window"} 26214400"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE netdoctor_tcp_limited_bytes_total counter"));
+}

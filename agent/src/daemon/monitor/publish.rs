@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::daemon::state::{DropView, FlowView, Rates, SocketView};
+use crate::daemon::state::{DropView, FlowView, LimitTotals, Rates, SocketView};
 use crate::facts::iface::Interface;
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
@@ -110,6 +110,7 @@ impl Monitor<'_> {
                     0.0
                 };
             }
+            tally_limits(&mut view.limits, rows, &name_of);
             for r in rows
                 .iter()
                 .filter(|r| r.socket.srtt_us > 0 && r.socket.ifindex != 0)
@@ -128,6 +129,7 @@ impl Monitor<'_> {
         let present = |name: &String| names.values().any(|n| n == name);
         view.tcp.retain(|(name, _), _| present(name));
         view.srtt.retain(|name, _| present(name));
+        view.limits.retain(|(name, _), _| present(name));
         view.drops = drop_views(&self.prev_drops, drops_now, &name_of, self.drops.as_ref());
         view.active = active.to_vec();
         view.health.map_fill = BTreeMap::from([(
@@ -144,6 +146,27 @@ impl Monitor<'_> {
             .map(|(n, runs, ns)| (n.to_owned(), (runs, ns)))
             .collect();
         view.health.last_evaluation_ms = now_ms();
+    }
+}
+
+/// Counts the window's connections per (interface name, limit), replacing the last window's
+/// counts (pairs without connections now read 0), and adds the bytes they acknowledged.
+fn tally_limits(
+    limits: &mut BTreeMap<(String, &'static str), LimitTotals>,
+    rows: &[SocketRow],
+    name_of: &dyn Fn(u32) -> String,
+) {
+    for t in limits.values_mut() {
+        t.connections = 0;
+    }
+    for r in rows {
+        let name = name_of(r.socket.ifindex);
+        if name.is_empty() {
+            continue;
+        }
+        let t = limits.entry((name, r.limits.limit.as_str())).or_default();
+        t.connections += 1;
+        t.bytes += r.window_bytes_acked;
     }
 }
 
@@ -201,4 +224,62 @@ fn drop_views(
             packets_last_window: last,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::sockets::limits::{Limit, Limits};
+    use crate::kernel::sockets::Socket;
+
+    fn row(ifindex: u32, limit: Limit, acked: u64) -> SocketRow {
+        let mut socket = Socket::sample(u64::from(ifindex) * 100 + acked);
+        socket.ifindex = ifindex;
+        let mut r = SocketRow::sample(
+            socket,
+            Limits {
+                limit,
+                ..Limits::default()
+            },
+        );
+        r.window_bytes_acked = acked;
+        r
+    }
+
+    #[test]
+    fn connections_are_the_last_windows_and_bytes_add_up() {
+        let name_of = |i: u32| match i {
+            3 => "wg0".to_owned(),
+            _ => String::new(),
+        };
+        let mut limits = BTreeMap::new();
+        let first = [
+            row(3, Limit::ReceiverWindow, 1000),
+            row(3, Limit::ReceiverWindow, 500),
+            row(3, Limit::Application, 7),
+            row(9, Limit::Congestion, 100), // an interface no longer known
+        ];
+        tally_limits(&mut limits, &first, &name_of);
+        let get = |l: &BTreeMap<(String, &'static str), LimitTotals>, k: &'static str| {
+            l.get(&("wg0".to_owned(), k)).copied().unwrap_or_default()
+        };
+        assert_eq!(
+            get(&limits, "receiver_window"),
+            LimitTotals {
+                connections: 2,
+                bytes: 1500
+            }
+        );
+        assert_eq!(limits.len(), 2, "{limits:?}");
+        tally_limits(&mut limits, &[row(3, Limit::Congestion, 40)], &name_of);
+        assert_eq!(
+            get(&limits, "receiver_window"),
+            LimitTotals {
+                connections: 0,
+                bytes: 1500
+            }
+        );
+        assert_eq!(get(&limits, "congestion").connections, 1);
+        assert_eq!(get(&limits, "application").bytes, 7);
+    }
 }

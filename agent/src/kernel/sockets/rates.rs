@@ -45,6 +45,29 @@ pub struct SocketRow {
     pub limits: Limits,
 }
 
+#[cfg(test)]
+impl SocketRow {
+    /// A row of `socket` with no traffic in the window and these limits, for tests to change.
+    pub(crate) fn sample(socket: Socket, limits: Limits) -> SocketRow {
+        SocketRow {
+            socket,
+            closed: false,
+            closed_from: None,
+            duration_ms: None,
+            data_segs_sent: 0,
+            retransmits: 0,
+            retransmits_per_s: 0.0,
+            retrans_ratio: 0.0,
+            full_size_retransmits: 0,
+            small_retransmits: 0,
+            throughput_bps: 0.0,
+            window_bytes_acked: 0,
+            window_bytes_received: 0,
+            limits,
+        }
+    }
+}
+
 /// Totals per interface and congestion control algorithm.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CcAggregate {

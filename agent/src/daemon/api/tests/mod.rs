@@ -9,5 +9,6 @@ mod fixture;
 mod auth;
 mod diagnose;
 mod health;
+mod live;
 mod origin;
 mod params;

@@ -38,6 +38,7 @@ pub mod chart;
 pub mod ci;
 pub mod cmd;
 pub mod dashboard;
+pub mod delay;
 pub mod diagnosis;
 pub mod grafana;
 mod ids;

@@ -221,6 +221,8 @@ fn start_jiffies(start: Option<&Socket>, end: &Socket, window: &Window) -> Optio
 pub struct Traffic<'a> {
     /// Its latest figures.
     pub socket: &'a Socket,
+    /// Its figures at the window's start, if it existed then.
+    pub start: Option<&'a Socket>,
     /// Closed during the window.
     pub closed: bool,
     /// Bytes acknowledged in the window.
@@ -254,10 +256,24 @@ pub fn dominant(limits: &mut Limits, t: &Traffic<'_>) {
         limits.limit_share = 0.0;
         return;
     }
+    // A paced sender (bbr) held by the peer's window splits that time between the two
+    // chronographs: each pacing wait stops the receiver-window one (tcp_write_xmit checks
+    // the pacing first), so the kernel counts it busy. When the window was smaller than
+    // the congestion window with data waiting, at the window's end and at its start, the
+    // busy time was the window's too.
+    let window_bound = !t.closed
+        && limits.rwnd_limited_share >= MIN_RWND_SHARE_PACED
+        && window_bound(t.socket)
+        && t.start.is_none_or(window_bound);
+    let (rwnd, busy) = if window_bound {
+        (limits.rwnd_limited_share + limits.busy_share, 0.0)
+    } else {
+        (limits.rwnd_limited_share, limits.busy_share)
+    };
     let candidates = [
-        (Limit::ReceiverWindow, limits.rwnd_limited_share),
+        (Limit::ReceiverWindow, rwnd),
         (Limit::SendBuffer, limits.sndbuf_limited_share),
-        (Limit::Congestion, limits.busy_share),
+        (Limit::Congestion, busy),
         (Limit::Application, limits.idle_share),
     ];
     let (mut limit, mut share) = candidates[0];
@@ -266,21 +282,37 @@ pub fn dominant(limits: &mut Limits, t: &Traffic<'_>) {
             (limit, share) = (l, s);
         }
     }
-    // Busy with data in flight, yet everything written was sent and the last delivery
-    // sample was application-limited: the sender trickled at the application's pace
-    // (a paced or request-response sender on a long path). Figures at close say nothing
-    // of this: the end of every transfer is application-limited.
-    let s = t.socket;
+    // Busy with data in flight, yet the delivery samples were application-limited at
+    // the window's end or start: the sender trickled at the application's pace (a paced or
+    // request-response sender on a long path). Figures at close say nothing of this: the
+    // end of every transfer is application-limited.
     if limit == Limit::Congestion
         && !t.closed
-        && s.delivery_rate_app_limited
-        && s.notsent_bytes == 0
+        && (app_paced(t.socket) || t.start.is_some_and(app_paced))
     {
         limit = Limit::Application;
         share = limits.busy_share + limits.idle_share;
     }
     limits.limit = limit;
     limits.limit_share = share;
+}
+
+/// A receiver-window-limited share from which a full window at both ends of the window
+/// makes the busy time the window's too (see [`dominant`]).
+const MIN_RWND_SHARE_PACED: f64 = 0.1;
+
+/// The peer's window binds now: data waits to be sent and the window is smaller than the
+/// congestion window, so it, not the congestion window, caps what may be in flight.
+fn window_bound(s: &Socket) -> bool {
+    s.notsent_bytes > 0 && u64::from(s.snd_wnd) < u64::from(s.cwnd) * u64::from(s.mss)
+}
+
+/// The application sets the pace now: the kernel marked the delivery samples
+/// application-limited (it does when less than a segment waits to be sent and the
+/// congestion window is not full: `tcp_rate_check_app_limited`), and less than a congestion
+/// window of data waits (a sender with a backlog is never the application's).
+fn app_paced(s: &Socket) -> bool {
+    s.delivery_rate_app_limited && u64::from(s.notsent_bytes) < u64::from(s.cwnd) * u64::from(s.mss)
 }
 
 /// The data a full send buffer holds, bytes: its size scaled by how much of its memory

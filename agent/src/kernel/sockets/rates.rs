@@ -271,6 +271,7 @@ pub fn rows(
                 &mut limits,
                 &Traffic {
                     socket: s,
+                    start: b.copied(),
                     closed: closed_from.is_some(),
                     acked,
                     segments: segs,

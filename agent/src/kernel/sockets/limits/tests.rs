@@ -87,6 +87,7 @@ fn a_connection_opened_in_the_window_counts_from_its_opening() {
 fn traffic(s: &Socket, acked: u64, retransmits: u64) -> Traffic<'_> {
     Traffic {
         socket: s,
+        start: None,
         closed: false,
         acked,
         segments: acked / 1448,
@@ -149,11 +150,29 @@ fn busy_at_the_applications_pace_is_the_application() {
     dominant(&mut l, &paced(&end));
     assert_eq!(l.limit, Limit::Application);
     assert!(close(l.limit_share, 1.0), "{l:?}");
-    // Data waiting to be sent: the window, not the application, held it.
+    // Less than a congestion window waiting (one write being paced out): still the
+    // application's pace.
+    end.notsent_bytes = 14_000;
+    let mut l = shares(Some(&start), &end, &window(1000));
+    dominant(&mut l, &paced(&end));
+    assert_eq!(l.limit, Limit::Application);
+    // A backlog: the congestion window, not the application, held it.
     end.notsent_bytes = 100_000;
     let mut l = shares(Some(&start), &end, &window(1000));
     dominant(&mut l, &paced(&end));
     assert_eq!(l.limit, Limit::Congestion);
+    // Application-limited at the window's start (a snapshot caught mid-write at its end).
+    let mut l = shares(Some(&start), &end, &window(1000));
+    let mut was_paced = start.clone();
+    was_paced.delivery_rate_app_limited = true;
+    dominant(
+        &mut l,
+        &Traffic {
+            start: Some(&was_paced),
+            ..paced(&end)
+        },
+    );
+    assert_eq!(l.limit, Limit::Application);
     // At close every transfer ends application-limited: that says nothing.
     end.notsent_bytes = 0;
     let mut l = shares(Some(&start), &end, &window(1000));
@@ -278,4 +297,51 @@ fn a_connection_that_closed_ends_its_span_at_close() {
     assert_eq!(l.limit, Limit::ReceiverWindow);
     assert!(close(l.limit_share, 0.9), "{l:?}");
     assert!(close(l.observed_ms, 2000.0));
+}
+
+#[test]
+fn a_paced_sender_held_by_a_full_window_is_limited_by_the_window() {
+    // bbr paces: the kernel counted 56 % busy and 41 % waiting for the window, but the
+    // 39 KiB window was below the congestion window (70 segments), with data waiting.
+    fn bound(s: &mut Socket) {
+        (s.snd_wnd, s.cwnd, s.unacked_bytes, s.notsent_bytes) = (39_552, 70, 39_552, 460_400);
+    }
+    let mut start = at(1, 1000, 0, 0, 0);
+    let mut end = at(1, 2000, 560, 410, 0);
+    bound(&mut start);
+    bound(&mut end);
+    let measure = |start: &Socket, end: &Socket| {
+        let mut l = shares(Some(start), end, &window(1000));
+        dominant(
+            &mut l,
+            &Traffic {
+                start: Some(start),
+                ..traffic(end, 10_000_000, 0)
+            },
+        );
+        l
+    };
+    let l = measure(&start, &end);
+    assert_eq!(l.limit, Limit::ReceiverWindow, "{l:?}");
+    assert!(close(l.limit_share, 0.97), "{l:?}");
+    // The kernel's own shares are kept as they are.
+    assert!(close(l.busy_share, 0.56) && close(l.rwnd_limited_share, 0.41));
+
+    // The congestion window below the peer's: busy is the congestion window's.
+    let mut small_cwnd = end.clone();
+    small_cwnd.cwnd = 20;
+    assert_eq!(measure(&start, &small_cwnd).limit, Limit::Congestion);
+    // Nothing waiting: not held by anything but what it had to send.
+    let mut drained = end.clone();
+    drained.notsent_bytes = 0;
+    assert_eq!(measure(&start, &drained).limit, Limit::Congestion);
+    // Not bound at the window's start: the window was the larger then.
+    let mut free = start.clone();
+    free.snd_wnd = 4_000_000;
+    assert_eq!(measure(&free, &end).limit, Limit::Congestion);
+    // Hardly ever waiting for the window: the busy time is the congestion window's.
+    let mut rarely = end.clone();
+    rarely.chrono.busy = 910;
+    rarely.chrono.rwnd_limited = 60;
+    assert_eq!(measure(&start, &rarely).limit, Limit::Congestion);
 }

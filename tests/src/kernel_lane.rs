@@ -32,17 +32,20 @@ pub fn selected() -> Vec<&'static str> {
     }
 }
 
-/// The suites of cases beyond the base ones kernel `name` runs, as words: `tunnels` and `wan`
-/// (tests/vm/SUITE.sh: layer-2 bonds, GENEVE and IPIP; cubic and bbr on a 60 ms / 5 % path)
-/// on 6.1 and 6.12, whose modules the host's kernel lacks; the rest once, split between the
-/// two so that their guests, which run at once, take about as long: `lacp` (802.3ad bonds)
-/// and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, `mathis` (the estimate against
-/// iperf3 at two more points) and `wan_faults` (high retransmissions, a PMTU blackhole and a
-/// WireGuard MTU error behind long round trips) on 6.12. 5.10 runs the base cases only.
+/// The suites of cases beyond the base ones kernel `name` runs, as words: `limits`
+/// (tests/vm/limits.sh: what limits a connection on a 40 ms netem path) on every guest;
+/// `tunnels` and `wan` (tests/vm/SUITE.sh: layer-2 bonds, GENEVE and IPIP; cubic and bbr on a
+/// 60 ms / 5 % path) on 6.1 and 6.12, whose modules the host's kernel lacks; the rest once,
+/// split between the two so that their guests, which run at once, take about as long: `lacp`
+/// (802.3ad bonds) and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, `mathis` (the
+/// estimate against iperf3 at two more points) and `wan_faults` (high retransmissions, a PMTU
+/// blackhole and a WireGuard MTU error behind long round trips) on 6.12. The host runs the
+/// base cases only.
 pub fn suites(name: &str) -> &'static str {
     match name {
-        "6.1" => "tunnels wan lacp ip_tunnels",
-        "6.12" => "tunnels wan mathis wan_faults",
+        "5.10" => "limits",
+        "6.1" => "limits tunnels wan lacp ip_tunnels",
+        "6.12" => "limits tunnels wan mathis wan_faults",
         _ => "",
     }
 }
@@ -290,7 +293,7 @@ pub fn run_all(netdoctor: &Path, work: &Path) -> (Vec<Run>, Vec<String>) {
 }
 
 /// The kernel table's header (docs/kernels.md and the README copy the table).
-pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN | limits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// The signals one kernel gave, as its checks proved them: one row of the kernel table.
 #[derive(Debug, Default)]
@@ -317,6 +320,8 @@ pub struct Signals {
     pub overlays: Option<bool>,
     /// The netem WAN cases.
     pub wan: Option<bool>,
+    /// What limits each connection on a 40 ms netem path (None: the suite did not run here).
+    pub limits: Option<bool>,
 }
 
 fn yes(b: bool) -> &'static str {
@@ -332,7 +337,7 @@ impl Signals {
     pub fn row(&self, run: &Run) -> String {
         let opt = |o: Option<bool>| o.map_or("n/a", yes);
         format!(
-            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.name,
             run.kernel(),
             yes(self.dataplane),
@@ -350,6 +355,7 @@ impl Signals {
             opt(self.bonds),
             opt(self.overlays),
             opt(self.wan),
+            opt(self.limits),
         )
     }
 }

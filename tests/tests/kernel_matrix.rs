@@ -61,6 +61,9 @@ fn check_run(run: &Run) -> Checked {
         let (bonds, overlays) = lane_checks::tunnels::check(run, &mut more);
         (s.bonds, s.overlays) = (Some(bonds), Some(overlays));
     }
+    if kernel_lane::runs_suite(&run.name, "limits") {
+        s.limits = Some(lane_checks::limits::check(run, &mut more));
+    }
     if kernel_lane::runs_suite(&run.name, "wan") {
         let (wan, estimates) = lane_checks::wan::check(run, &mut more);
         s.wan = Some(wan);

@@ -2,9 +2,11 @@
 //! signal cases in `signals`); WireGuard read over generic netlink against `wg show` (every
 //! kernel with kernel WireGuard); and on the kernels that run the suites (6.1, 6.12) bonds
 //! and overlays (`tunnels`, tests/vm/tunnels.sh) and netem WAN paths (`wan`,
-//! tests/vm/wan.sh). Each returns what it proved for the kernel table.
+//! tests/vm/wan.sh); on every guest what limits each connection (`limits`,
+//! tests/vm/limits.sh). Each returns what it proved for the kernel table.
 
 pub mod cases;
+pub mod limits;
 pub mod signals;
 pub mod tunnels;
 pub mod wan;

@@ -25,7 +25,9 @@ fn retrans_says(d: &Diagnosis) -> Result<bool> {
     let by_traffic =
         t["tcp_segments"].as_i64() >= Some(1000) && t["tcp_retrans_ratio"].as_f64() > Some(0.02);
     let by_flow = d.flows().iter().any(|f| {
-        f["data_segs_sent"].as_i64() >= Some(1000) && f["retrans_ratio"].as_f64() > Some(0.02)
+        f["limit"] == "congestion"
+            && f["data_segs_sent"].as_i64() >= Some(1000)
+            && f["retrans_ratio"].as_f64() > Some(0.02)
     });
     Ok(by_traffic || by_flow)
 }
@@ -61,6 +63,10 @@ fn cubic(run: &Run, point: &str, rtt_ms: f64) -> Result<Point> {
             && srtt >= rtt_ms * 0.9
             && num("host_throughput_bps") >= moved,
         "the finding's evidence lacks the estimate, the rate or the round trip: {ev}"
+    );
+    ensure!(
+        num("congestion_limited_percent") >= 50.0,
+        "a cubic bulk transfer on a lossy path is limited by its congestion window: {ev}"
     );
     let summary = f["summary"].as_str().unwrap_or_default();
     ensure!(

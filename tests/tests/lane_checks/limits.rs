@@ -1,0 +1,127 @@
+//! What limits each connection on a 40 ms netem path, as tests/vm/limits.sh left it: a
+//! receiver's small tcp_rmem with four parallel streams, the same receiver with senders the
+//! application paces, a sender's small tcp_wmem, and a lossy path with default buffers.
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::kernel_lane::Run;
+use serde_json::Value;
+
+use super::{diagnosis, Failures};
+
+const RECEIVE_WINDOW: &str = "tcp.receive_window_limited";
+const SEND_BUFFER: &str = "tcp.send_buffer_limited";
+const SERVER: &str = "10.42.0.2:5411";
+
+/// iperf3's data connections in `facts.flows`: toward the server, carrying data.
+fn data_flows(d: &Diagnosis) -> Vec<&Value> {
+    d.flows()
+        .iter()
+        .filter(|f| {
+            f["name"].as_str().and_then(|n| n.rsplit(" -> ").next()) == Some(SERVER)
+                && f["data_segs_sent"].as_i64().unwrap_or(0) >= 100
+        })
+        .collect()
+}
+
+/// `streams` data connections, each limited by `limit` at least half the time.
+fn limited_by(d: &Diagnosis, limit: &str, streams: usize) -> Result<()> {
+    let flows = data_flows(d);
+    ensure!(
+        flows.len() == streams,
+        "{} data connections, expected {streams}:\n{}",
+        flows.len(),
+        d.describe()
+    );
+    for f in flows {
+        ensure!(
+            f["limit"] == limit && f["limit_share"].as_f64() >= Some(0.5),
+            "expected {limit} at least half the time: {f}"
+        );
+    }
+    Ok(())
+}
+
+fn num(v: &Value, key: &str) -> Result<f64> {
+    v[key].as_f64().with_context(|| format!("{key} in {v}"))
+}
+
+fn window(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "limits_window")?;
+    limited_by(&d, "receiver_window", 4)?;
+    let f = d.expect_finding(RECEIVE_WINDOW, "warning")?;
+    let e = &f["evidence"];
+    // A window of at most 32 KiB (the receiver's whole buffer) at 40 ms allows at most 6.6
+    // Mbit/s; the four streams together carried more than 1.25 times what one could.
+    let (ceiling, path) = (num(e, "ceiling_mbps")?, num(e, "path_rate_mbps")?);
+    ensure!(
+        ceiling > 0.5 && ceiling < 6.6 && path >= 1.25 * ceiling && path <= 17.0,
+        "ceiling {ceiling} Mbit/s, path {path} Mbit/s: {e}"
+    );
+    ensure!(
+        num(e, "srtt_ms")? >= 38.0 && num(e, "window_kib")? <= 32.0,
+        "a 40 ms path and a window of at most 32 KiB: {e}"
+    );
+    let needed = e["needed_tcp_rmem_max"].as_i64().unwrap_or(-1);
+    let fix = f["fix"].as_str().unwrap_or_default();
+    let summary = f["summary"].as_str().unwrap_or_default();
+    ensure!(
+        needed > 32_768
+            && fix.starts_with(&format!(
+                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {needed}\"   # on the receiver, 10.42.0.2;"
+            ))
+            && summary.contains("Mbit/s")
+            && summary.contains("ms RTT"),
+        "summary {summary:?}, fix {fix:?}"
+    );
+    d.assert_none_of(&[SEND_BUFFER])
+}
+
+fn sndbuf(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "limits_sndbuf")?;
+    limited_by(&d, "send_buffer", 4)?;
+    let f = d.expect_finding(SEND_BUFFER, "warning")?;
+    let e = &f["evidence"];
+    let (ceiling, path) = (num(e, "ceiling_mbps")?, num(e, "path_rate_mbps")?);
+    ensure!(
+        ceiling > 0.5 && path >= 1.25 * ceiling && path <= 17.0 && num(e, "srtt_ms")? >= 38.0,
+        "ceiling {ceiling} Mbit/s, path {path} Mbit/s on a 40 ms path: {e}"
+    );
+    let needed = e["needed_tcp_wmem_max"].as_i64().unwrap_or(-1);
+    let fix = f["fix"].as_str().unwrap_or_default();
+    ensure!(
+        needed > 32_768
+            && fix.starts_with(&format!(
+                "sysctl -w net.ipv4.tcp_wmem=\"4096 16384 {needed}\"   # on this host, the sender;"
+            )),
+        "fix {fix:?}"
+    );
+    d.assert_none_of(&[RECEIVE_WINDOW])
+}
+
+fn paced(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "limits_paced")?;
+    limited_by(&d, "application", 4)?;
+    d.assert_none_of(&[RECEIVE_WINDOW, SEND_BUFFER])
+}
+
+fn lossy(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "limits_lossy")?;
+    limited_by(&d, "congestion", 1)?;
+    let f = data_flows(&d)[0];
+    ensure!(
+        f["retransmits"].as_i64() > Some(0),
+        "a stream on a 3 % lossy path that never retransmitted: {f}"
+    );
+    d.assert_none_of(&[RECEIVE_WINDOW, SEND_BUFFER])
+}
+
+/// Every case of the suite; whether all held.
+pub fn check(run: &Run, failures: &mut Failures) -> bool {
+    let before = failures.0.len();
+    failures.check("limits_window", run, || window(run));
+    failures.check("limits_paced", run, || paced(run));
+    failures.check("limits_sndbuf", run, || sndbuf(run));
+    failures.check("limits_lossy", run, || lossy(run));
+    failures.0.len() == before
+}

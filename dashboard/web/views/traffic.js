@@ -13,9 +13,8 @@ import {
   formatMicros, formatBytes, formatBitRate, formatPercent, formatCount, formatEndpoint,
   protocolName, NA,
 } from '../format.js';
-import {
-  filterRows, lossyInterfaces, isLossyCubic, routeHash, LIMITS, limitText, limitTitle,
-} from '../model.js';
+import { filterRows, lossyInterfaces, isLossyCubic, routeHash } from '../model.js';
+import { LIMITS, limitText, limitTitle } from '../limits.js';
 import { createTable } from './table.js';
 
 const num = (v) => (typeof v === 'number' ? v : null);

@@ -208,6 +208,38 @@ impl Diagnosis {
             })
     }
 
+    /// The local TCP connections to `remote` (`ip:port`) that carried data (100 segments or
+    /// more): a bulk tool's data connections, not its control connection.
+    pub fn data_flows_to(&self, remote: &str) -> Vec<&Value> {
+        self.flows()
+            .iter()
+            .filter(|f| {
+                f["name"].as_str().and_then(|n| n.rsplit(" -> ").next()) == Some(remote)
+                    && f["data_segs_sent"].as_i64().unwrap_or(0) >= 100
+            })
+            .collect()
+    }
+
+    /// There are `streams` data connections to `remote` and each was limited by `limit`
+    /// (`receiver_window`, `congestion`, ...) at least half the time.
+    pub fn expect_limited(&self, remote: &str, limit: &str, streams: usize) -> Result<()> {
+        let flows = self.data_flows_to(remote);
+        ensure!(
+            flows.len() == streams,
+            "{} data connections to {remote}, expected {streams}:\n{}",
+            flows.len(),
+            self.describe()
+        );
+        for f in flows {
+            ensure!(
+                f["limit"] == limit && f["limit_share"].as_f64() >= Some(0.5),
+                "expected {limit} at least half the time: {f}\n{}",
+                self.describe()
+            );
+        }
+        Ok(())
+    }
+
     /// Every finding, in report order.
     pub fn findings(&self) -> &[Value] {
         self.findings_or_notes("findings")

@@ -3,7 +3,7 @@
 use anyhow::{ensure, Result};
 use netdoctor_lab::ci;
 
-use crate::{all_limited_by, num, text, Path};
+use crate::{num, server, text, Path};
 
 /// The sender's buffer: at most 64 KiB of memory, under 64 KiB of data at 40 ms.
 const SMALL_WMEM: &str = "4096 16384 65536";
@@ -15,7 +15,7 @@ fn a_small_send_buffer_caps_each_stream_and_names_this_hosts_tcp_wmem() -> Resul
     }
     let path = Path::new(None, Some(SMALL_WMEM))?;
     let (d, _) = path.diagnose(|| path.iperf(4, &[]))?;
-    all_limited_by(&d, "send_buffer", 4)?;
+    d.expect_limited(&server(), "send_buffer", 4)?;
     let found = d.all("tcp.send_buffer_limited");
     ensure!(
         !found.is_empty(),

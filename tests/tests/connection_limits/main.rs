@@ -17,7 +17,7 @@ mod window;
 
 use std::time::Duration;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use netdoctor_lab::delay::DelayLine;
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{observe, traffic, Iperf3Opts, Iperf3Report, Iperf3Server, PairTopology};
@@ -94,16 +94,9 @@ impl Path {
     }
 }
 
-/// iperf3's data connections in `facts.flows`: toward the server, carrying data.
-pub(crate) fn data_flows(d: &Diagnosis) -> Vec<&Value> {
-    let remote = format!("{B_IP}:{PORT}");
-    d.flows()
-        .iter()
-        .filter(|f| {
-            f["name"].as_str().and_then(|n| n.rsplit(" -> ").next()) == Some(remote.as_str())
-                && f["data_segs_sent"].as_i64().unwrap_or(0) >= 100
-        })
-        .collect()
+/// iperf3's server, as flows name their remote end.
+pub(crate) fn server() -> String {
+    format!("{B_IP}:{PORT}")
 }
 
 pub(crate) fn num(v: &Value, key: &str) -> Result<f64> {
@@ -116,23 +109,4 @@ pub(crate) fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str> {
     v[key]
         .as_str()
         .with_context(|| format!("{key} is not a string in {v}"))
-}
-
-/// Every data connection has `limit` for at least half the time, and there are `streams`.
-pub(crate) fn all_limited_by(d: &Diagnosis, limit: &str, streams: usize) -> Result<()> {
-    let flows = data_flows(d);
-    ensure!(
-        flows.len() == streams,
-        "{} data connections, expected {streams}:\n{}",
-        flows.len(),
-        d.describe()
-    );
-    for f in flows {
-        ensure!(
-            text(f, "limit")? == limit && num(f, "limit_share")? >= 0.5,
-            "expected {limit} at least half the time: {f}\n{}",
-            d.describe()
-        );
-    }
-    Ok(())
 }

@@ -6,7 +6,7 @@ use netdoctor_lab::ci;
 use netdoctor_lab::delay::DelayLine;
 use serde_json::Value;
 
-use crate::{all_limited_by, data_flows, num, text, Path, B_IP, LIMITS, WINDOW_SECS};
+use crate::{num, server, text, Path, B_IP, LIMITS, WINDOW_SECS};
 
 const RECEIVE_WINDOW: &str = "tcp.receive_window_limited";
 const SEND_BUFFER: &str = "tcp.send_buffer_limited";
@@ -20,7 +20,7 @@ fn a_small_receive_buffer_caps_each_stream_and_names_the_receivers_tcp_rmem() ->
     }
     let path = Path::new(Some(SMALL_RMEM), None)?;
     let (d, report) = path.diagnose(|| path.iperf(4, &[]))?;
-    all_limited_by(&d, "receiver_window", 4)?;
+    d.expect_limited(&server(), "receiver_window", 4)?;
     let found = d.all(RECEIVE_WINDOW);
     ensure!(!found.is_empty(), "no {RECEIVE_WINDOW}:\n{}", d.describe());
     for f in &found {
@@ -79,7 +79,7 @@ fn an_application_limited_sender_behind_the_same_window_is_not_blamed_on_it() ->
     let path = Path::new(Some(SMALL_RMEM), None)?;
     // 2 Mbit/s per stream in 16 KiB writes: below the window's ceiling.
     let (d, _) = path.diagnose(|| path.iperf(4, &["-b", "2M", "-l", "16K"]))?;
-    all_limited_by(&d, "application", 4)?;
+    d.expect_limited(&server(), "application", 4)?;
     d.assert_none_of(&[RECEIVE_WINDOW, SEND_BUFFER])?;
     Ok(())
 }
@@ -91,7 +91,7 @@ fn default_buffers_on_the_same_path_raise_no_window_finding() -> Result<()> {
     }
     let path = Path::new(None, None)?;
     let (d, _) = path.diagnose(|| path.iperf(4, &[]))?;
-    ensure!(data_flows(&d).len() == 4, "{}", d.describe());
+    ensure!(d.data_flows_to(&server()).len() == 4, "{}", d.describe());
     d.assert_none_of(&[RECEIVE_WINDOW, SEND_BUFFER])?;
     Ok(())
 }

@@ -3,7 +3,6 @@
 //! application paces, a sender's small tcp_wmem, and a lossy path with default buffers.
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::kernel_lane::Run;
 use serde_json::Value;
 
@@ -13,42 +12,13 @@ const RECEIVE_WINDOW: &str = "tcp.receive_window_limited";
 const SEND_BUFFER: &str = "tcp.send_buffer_limited";
 const SERVER: &str = "10.42.0.2:5411";
 
-/// iperf3's data connections in `facts.flows`: toward the server, carrying data.
-fn data_flows(d: &Diagnosis) -> Vec<&Value> {
-    d.flows()
-        .iter()
-        .filter(|f| {
-            f["name"].as_str().and_then(|n| n.rsplit(" -> ").next()) == Some(SERVER)
-                && f["data_segs_sent"].as_i64().unwrap_or(0) >= 100
-        })
-        .collect()
-}
-
-/// `streams` data connections, each limited by `limit` at least half the time.
-fn limited_by(d: &Diagnosis, limit: &str, streams: usize) -> Result<()> {
-    let flows = data_flows(d);
-    ensure!(
-        flows.len() == streams,
-        "{} data connections, expected {streams}:\n{}",
-        flows.len(),
-        d.describe()
-    );
-    for f in flows {
-        ensure!(
-            f["limit"] == limit && f["limit_share"].as_f64() >= Some(0.5),
-            "expected {limit} at least half the time: {f}"
-        );
-    }
-    Ok(())
-}
-
 fn num(v: &Value, key: &str) -> Result<f64> {
     v[key].as_f64().with_context(|| format!("{key} in {v}"))
 }
 
 fn window(run: &Run) -> Result<()> {
     let d = diagnosis(run, "limits_window")?;
-    limited_by(&d, "receiver_window", 4)?;
+    d.expect_limited(SERVER, "receiver_window", 4)?;
     let f = d.expect_finding(RECEIVE_WINDOW, "warning")?;
     let e = &f["evidence"];
     // A window of at most 32 KiB (the receiver's whole buffer) at 40 ms allows at most 6.6
@@ -79,7 +49,7 @@ fn window(run: &Run) -> Result<()> {
 
 fn sndbuf(run: &Run) -> Result<()> {
     let d = diagnosis(run, "limits_sndbuf")?;
-    limited_by(&d, "send_buffer", 4)?;
+    d.expect_limited(SERVER, "send_buffer", 4)?;
     let f = d.expect_finding(SEND_BUFFER, "warning")?;
     let e = &f["evidence"];
     let (ceiling, path) = (num(e, "ceiling_mbps")?, num(e, "path_rate_mbps")?);
@@ -101,14 +71,14 @@ fn sndbuf(run: &Run) -> Result<()> {
 
 fn paced(run: &Run) -> Result<()> {
     let d = diagnosis(run, "limits_paced")?;
-    limited_by(&d, "application", 4)?;
+    d.expect_limited(SERVER, "application", 4)?;
     d.assert_none_of(&[RECEIVE_WINDOW, SEND_BUFFER])
 }
 
 fn lossy(run: &Run) -> Result<()> {
     let d = diagnosis(run, "limits_lossy")?;
-    limited_by(&d, "congestion", 1)?;
-    let f = data_flows(&d)[0];
+    d.expect_limited(SERVER, "congestion", 1)?;
+    let f = d.data_flows_to(SERVER)[0];
     ensure!(
         f["retransmits"].as_i64() > Some(0),
         "a stream on a 3 % lossy path that never retransmitted: {f}"

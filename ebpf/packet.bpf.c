@@ -25,9 +25,10 @@
  * The parts live in headers under include/, one concern each, in the order a packet meets
  * them: meta.h (what is known of the packet), iface_stats.h (interface slots and
  * counters), local_tcp.h (the local path), fast_path.h, stages.h (the general parser)
- * with too_big.h (ICMP too-big records), then the flow record: flow_table.h, flow_seq.h (retransmissions) and
- * flow_cache.h. This file holds the settings the agent writes before load, account(), the
- * slow path's scratch entry and global functions, and the entry points.
+ * with too_big.h (ICMP too-big records), then the flow record: flow_table.h, flow_seq.h
+ * (retransmissions) and flow_cache.h; then, for WireGuard messages, the path's loss and
+ * round trips (wg_path.h). This file holds the settings the agent writes before load,
+ * account(), the slow path's scratch entry and global functions, and the entry points.
  *
  * Kernels this must load on (5.10 and later; the kernel lane boots 5.10, 6.1 and 6.12):
  * - global functions take only their context and scalars (pointer arguments need 5.12,
@@ -71,6 +72,7 @@ const volatile __u32 stages_only = 0;
 #include "fast_path.h"
 #include "flow_cache.h"
 #include "local_tcp.h"
+#include "wg_path.h"
 
 /* The flow record's input from the stages' results; `segs` as account() counted them. */
 static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,
@@ -91,6 +93,9 @@ static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,
 	p->seg_len = seg_len;
 	p->encap = l4->encap;
 	p->wg_msg = l4->wg_msg;
+	p->wg_ok = l4->wg_ok;
+	p->wg_idx = l4->wg_idx;
+	p->wg_ctr = l4->wg_ctr;
 	if (l4->is_tcp) {
 		p->is_tcp = 1;
 		p->tcp_flags = l4->tcp_flags;
@@ -255,8 +260,11 @@ int nd_xdp_ingress(struct xdp_md *ctx)
 	xdp_meta(ctx, ifindex, ifs->link, &m);
 	if ((!stages_only &&
 	     fast_account((void *)(long)ctx->data, (void *)(long)ctx->data_end, ifs, &m, &p)) ||
-	    slow_result(nd_slow_xdp(ctx), &p))
+	    slow_result(nd_slow_xdp(ctx), &p)) {
 		flow_record(&p);
+		if (unlikely(p.wg_msg >= 0))
+			wg_record(&p);
+	}
 	return XDP_PASS;
 }
 
@@ -321,8 +329,11 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 	skb_meta(skb, ifindex, dir, ifs->link, &m);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 	if ((!stages_only && fast_account(data, data_end, ifs, &m, &p)) ||
-	    slow_result(nd_slow_skb(skb, dir), &p))
+	    slow_result(nd_slow_skb(skb, dir), &p)) {
 		flow_record(&p);
+		if (unlikely(p.wg_msg >= 0))
+			wg_record(&p);
+	}
 }
 
 SEC("tc")

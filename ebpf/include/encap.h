@@ -59,6 +59,21 @@ static __always_inline int wg_message(const __u8 *payload, const void *end, __u3
 	return -1;
 }
 
+/* The fields after a WireGuard message's type word: the 32-bit index at offset 4 (the
+ * sender's in an initiation or response, the receiver's in a cookie or transport data) and
+ * the 8 bytes at offset 8 (the counter of transport data; the receiver index of a response
+ * in their low half). Returns 0 when they are not in the linear area. Both are read as
+ * host-order numbers from the wire's little-endian bytes; the agent never reorders them. */
+static __always_inline int wg_fields(const __u8 *payload, const void *end, __u32 *idx,
+				     __u64 *ctr)
+{
+	if ((void *)(payload + 16) > end)
+		return 0;
+	*idx = *(const __u32 *)(payload + 4);
+	*ctr = *(const __u64 *)(payload + 8);
+	return 1;
+}
+
 /* Classifies a UDP datagram; sets *wg_msg for WireGuard. `len` is the UDP payload length. */
 static __always_inline __u8 classify_udp(__u16 sport, __u16 dport, const __u8 *payload,
 					 const void *end, __u32 len, int *wg_msg)

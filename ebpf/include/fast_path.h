@@ -92,6 +92,7 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 	__u32 l4_len = ip_len - hdr_len; /* ip_len_of() returns at least hdr_len */
 	__u32 l4_hdr;
 	__u16 sport, dport;
+	__u8 wg_ok = 0;
 
 	if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -120,6 +121,9 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		p->encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
 					l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
 		p->wg_msg = wg;
+		/* Read only for WireGuard (wg_path.h): other packets never look at them. */
+		if (wg >= 0)
+			wg_ok = wg_fields((__u8 *)(uh + 1), data_end, &p->wg_idx, &p->wg_ctr);
 		p->seq = 0;
 		p->payload = 0;
 		p->tcp_flags = 0;
@@ -132,9 +136,8 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		     (__u64)version << 48;
 	p->kw.ports = sport | (__u32)dport << 16;
 	p->syn_mss = 0;
-	p->pad0 = 0;
-	p->pad[0] = 0;
-	p->pad[1] = 0;
+	p->wg_ok = wg_ok; /* with pad, the word the two pad bytes were */
+	p->pad = 0;
 
 	/* What account() counts of a packet that is neither truncated, a fragment nor ICMP. */
 	__u32 seg_len;

@@ -172,7 +172,7 @@ static __noinline int nd_flow_touch(struct nd_flow_slot *s, const struct nd_pkt 
 	return 0;
 }
 
-/* The flow record of a packet whose nd_pkt is filled in but for now_j and hash. Inlined:
+/* The flow record of a packet whose nd_pkt is filled in but for now_j, cpu and hash. Inlined:
  * the hit path is short, and a global function's call and return cost more than verifying
  * it once per caller. */
 static __always_inline void flow_record(struct nd_pkt *p)
@@ -204,8 +204,8 @@ static __always_inline void flow_record(struct nd_pkt *p)
 		}
 	}
 
-	__u32 idx = bpf_get_smp_processor_id() * ND_FLOW_CACHE_SLOTS +
-		    (__u32)(h & (ND_FLOW_CACHE_SLOTS - 1));
+	p->cpu = bpf_get_smp_processor_id();
+	__u32 idx = p->cpu * ND_FLOW_CACHE_SLOTS + (__u32)(h & (ND_FLOW_CACHE_SLOTS - 1));
 	struct nd_flow_slot *s = bpf_map_lookup_elem(&flow_cache, &idx);
 
 	/* An empty slot's key is all zeros and a packet's carries the non-zero ifindex of a

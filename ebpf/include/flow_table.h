@@ -81,14 +81,18 @@ struct nd_pkt {
 	__u32 seq;
 	__u32 payload;
 	__u32 now_j;    /* jiffies, low 32 bits */
-	__u32 pad0;
+	__u32 cpu;      /* this CPU (flow_record reads it for the flow cache) */
 	__u64 hash;     /* flow_hash(&key) */
 	__u16 syn_mss;
 	__u8 tcp_flags;
 	__u8 encap;
 	__u8 is_tcp;
 	__s8 wg_msg;
-	__u8 pad[2];
+	__u8 wg_ok;     /* WireGuard: wg_idx and wg_ctr were read (see wg_fields) */
+	__u8 pad;
+	__u32 wg_idx;   /* WireGuard: the index at offset 4 (receiver's in transport data) */
+	__u32 pad1;
+	__u64 wg_ctr;   /* WireGuard: the counter of transport data */
 } __attribute__((aligned(8)));
 
 /* The key as five 64-bit words and the ports' 32-bit word. */

@@ -70,7 +70,10 @@ struct nd_l4 {
 	__u8 icmp_frag_needed;
 	__u8 icmp6_too_big;
 	__s8 wg_msg;
-	__u8 pad;
+	__u8 wg_ok;     /* wg_idx and wg_ctr were read (a WireGuard message, 16 bytes linear) */
+	__u32 wg_idx;   /* WireGuard: the index at offset 4 (sender's, or receiver's for data) */
+	__u32 pad;
+	__u64 wg_ctr;   /* WireGuard: the 8 bytes at offset 8 (data: the counter) */
 };
 
 /* The IP length to account for a network header `l3_off` bytes into the frame whose length

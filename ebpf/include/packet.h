@@ -41,6 +41,11 @@
 #define ND_LOCAL_V6 4
 #define ND_LOCAL_SEQ_BITS 12
 #define ND_LOCAL_SEQ_SLOTS (1 << ND_LOCAL_SEQ_BITS)
+/* WireGuard sessions received (wg_path.h): slots per CPU of the session cache (a power of
+ * 2), entries of the LRU table behind it, and handshakes this host sent. */
+#define ND_WG_CACHE_SLOTS 256
+#define ND_WG_SESSIONS 2048
+#define ND_WG_HANDSHAKES 4096
 
 enum nd_dir {
 	ND_DIR_INGRESS = 0,
@@ -239,6 +244,61 @@ struct nd_local_addrs {
 struct nd_local_seq {
 	__u64 state;
 	__u64 pad[7];
+};
+
+/* A WireGuard session as one watched interface receives it: the receiver index its
+ * transport-data messages carry (this host's index of the session, chosen in its
+ * handshake), read as a host-order number from the wire's little-endian bytes. */
+struct nd_wg_key {
+	__u32 ifindex;
+	__u32 index;
+};
+
+/* What one CPU saw of a session's transport-data messages (a per-CPU value: the agent takes
+ * the largest `high`, the smallest `low` and the sum of `packets` over CPUs). 64 bytes. */
+struct nd_wg_rx {
+	__u64 high;    /* highest counter seen */
+	__u64 low;     /* lowest counter seen */
+	__u64 window;  /* bit i: counter high - i seen on this CPU (duplicates are not counted) */
+	__u64 last_ns; /* CLOCK_MONOTONIC (coarse) of the latest message, written once a tick */
+	__u32 packets; /* messages (a GSO packet counts its segments); 0: none on this CPU */
+	__u32 dups;    /* messages whose counter this CPU had seen */
+	__u32 last_j;  /* jiffies (low 32 bits) of last_ns */
+	__u16 sport;   /* the source of the first message this CPU saw: the peer's endpoint */
+	__u8 family;
+	__u8 pad;
+	__u8 saddr[16];
+};
+
+/* One slot of the per-CPU session cache (wg_path.h): a session and what this CPU counted of
+ * it since the slot took it. 128 bytes, two cache lines of the page-aligned array: a
+ * message reads and writes the key and the first 48 bytes of `rx`, all in the first. The
+ * agent reads the slots (mapped read-only) under the sequence lock `gen_begin`/`gen_end`,
+ * as the flow cache's (struct nd_flow_slot). */
+struct nd_wg_slot {
+	struct nd_wg_key key; /* ifindex 0: empty */
+	__u32 gen_begin;
+	__u32 gen_end;
+	struct nd_wg_rx rx;
+	__u64 pad[6];
+};
+
+/* Roles of a handshake this host sent (struct nd_wg_hs). */
+enum nd_wg_role {
+	ND_WG_INITIATED = 1, /* our initiation: answered by the peer's response */
+	ND_WG_RESPONDED = 2, /* our response: confirmed by the peer's first transport data */
+};
+
+/* A handshake message this host sent, keyed by its sender index (a __u32): when it left and
+ * when the peer's answer arrived, both bpf_ktime_get_ns (CLOCK_MONOTONIC). 40 bytes. */
+struct nd_wg_hs {
+	__u64 sent_ns;
+	__u64 done_ns; /* 0: no answer (yet) */
+	__u32 ifindex; /* where it left */
+	__u8 role;     /* enum nd_wg_role */
+	__u8 family;
+	__u16 dport;   /* where it went: the peer's endpoint */
+	__u8 daddr[16];
 };
 
 #endif /* NETDOCTOR_PACKET_H */

@@ -152,6 +152,8 @@ static __always_inline void udp_fields(struct udphdr *uh, void *end, __u32 l4_le
 	l4->payload = l4_len > sizeof(*uh) ? l4_len - sizeof(*uh) : 0;
 	l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), end, l4->payload, &wg);
 	l4->wg_msg = wg;
+	if (wg >= 0)
+		l4->wg_ok = wg_fields((__u8 *)(uh + 1), end, &l4->wg_idx, &l4->wg_ctr);
 }
 
 static __always_inline void l4_parse(void *data, void *data_end, const struct nd_meta *m,

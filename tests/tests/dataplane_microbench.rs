@@ -89,7 +89,14 @@ fn hot_path_ns_per_run() -> Result<()> {
     let tcp = frame_tcp(40000, 1000, 1448);
     let udp = frame_udp(40001, 1200);
     let ack = frame_tcp(40002, 1000, 0);
+    // WireGuard transport data on an underlay: the same message again and again (after the
+    // first, a duplicate: the session's lookup and its window, not the counting).
+    let wg = frame_v4(
+        pkt::UDP,
+        &pkt::udp(51820, 51820, &pkt::wg_data(7, 1000, 1200)),
+    );
     for (name, kind, data) in [
+        ("tc ingress wireguard data", ProgramKind::TcIngress, &wg),
         ("tc ingress tcp data 1448", ProgramKind::TcIngress, &tcp),
         ("tc egress tcp ack", ProgramKind::TcEgress, &ack),
         ("tc ingress udp 1200", ProgramKind::TcIngress, &udp),

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 pub use crate::kernel::bpf::packet::types::{
     nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_local_addrs,
-    nd_ptb_key, nd_ptb_stats,
+    nd_ptb_key, nd_ptb_stats, nd_wg_hs, nd_wg_key, nd_wg_rx, nd_wg_slot,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
@@ -29,6 +29,14 @@ unsafe impl plain::Plain for nd_ptb_key {}
 unsafe impl plain::Plain for nd_ptb_stats {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_local_addrs {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_wg_key {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_wg_rx {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_wg_hs {}
+// SAFETY: see above.
+unsafe impl plain::Plain for nd_wg_slot {}
 
 /// Decodes a map key or value; `None` if the kernel returned the wrong length.
 pub(crate) fn decode<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
@@ -127,12 +135,37 @@ pub(crate) fn addr(family: u8, raw: &[u8; 16]) -> IpAddr {
 /// Converts a CLOCK_MONOTONIC timestamp (what BPF records) to milliseconds since the UNIX
 /// epoch.
 pub(crate) fn monotonic_to_unix_ms(mono_ns: u64) -> u64 {
-    let now_mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(0);
-    let now_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let (now_mono, now_unix) = clocks_now();
     now_unix.saturating_sub(now_mono.saturating_sub(mono_ns)) / 1_000_000
+}
+
+/// CLOCK_MONOTONIC and the UNIX time, in ns, read as close together as this thread can: a
+/// thread preempted between the two reads would shift the conversion by as long, so two
+/// conversions of one timestamp could differ by milliseconds on a busy host. The UNIX time
+/// is read between two monotonic reads, a few times if they lie far apart, and paired with
+/// their middle.
+fn clocks_now() -> (u64, u64) {
+    let mono = || {
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+            .unwrap_or(0)
+    };
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    };
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..8 {
+        let (before, u, after) = (mono(), unix(), mono());
+        let gap = after.saturating_sub(before);
+        if gap < best.0 {
+            best = (gap, before + gap / 2, u);
+        }
+        if gap < 50_000 {
+            break;
+        }
+    }
+    (best.1, best.2)
 }

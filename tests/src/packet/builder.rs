@@ -337,6 +337,30 @@ pub fn wg(ty: u8, len: usize) -> Vec<u8> {
     p
 }
 
+/// A WireGuard transport-data message of `len` bytes (at least 32) for the session whose
+/// receiver index is `receiver`, with `counter`: both little-endian, as on the wire.
+pub fn wg_data(receiver: u32, counter: u64, len: usize) -> Vec<u8> {
+    let mut p = wg(4, len.max(32));
+    p[4..8].copy_from_slice(&receiver.to_le_bytes());
+    p[8..16].copy_from_slice(&counter.to_le_bytes());
+    p
+}
+
+/// A WireGuard handshake initiation (148 bytes) with `sender`'s index.
+pub fn wg_initiation(sender: u32) -> Vec<u8> {
+    let mut p = wg(1, 148);
+    p[4..8].copy_from_slice(&sender.to_le_bytes());
+    p
+}
+
+/// A WireGuard handshake response (92 bytes) from `sender` to the initiation of `receiver`.
+pub fn wg_response(sender: u32, receiver: u32) -> Vec<u8> {
+    let mut p = wg(2, 92);
+    p[4..8].copy_from_slice(&sender.to_le_bytes());
+    p[8..12].copy_from_slice(&receiver.to_le_bytes());
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

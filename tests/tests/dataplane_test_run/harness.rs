@@ -123,6 +123,10 @@ struct Maps {
     flow_seq: MapHandle,
     /// The local path's sequence entries (tc programs only).
     local_seq: MapHandle,
+    /// WireGuard sessions received (cache and table) and handshakes sent (wg_path.h).
+    wg_cache: MapHandle,
+    wg_rx: MapHandle,
+    wg_hs: MapHandle,
 }
 
 impl Maps {
@@ -142,6 +146,9 @@ impl Maps {
             flow_cache: take("flow_cache")?,
             flow_seq: take("flow_seq")?,
             local_seq: take("local_seq")?,
+            wg_cache: take("wg_cache")?,
+            wg_rx: take("wg_rx")?,
+            wg_hs: take("wg_hs")?,
         })
     }
 
@@ -152,12 +159,13 @@ impl Maps {
         for index in [LO, UNWATCHED_PROBE_IFINDEX] {
             dp.unwatch(index);
         }
-        for map in [&self.flows, &self.ptb_events] {
+        for map in [&self.flows, &self.ptb_events, &self.wg_rx, &self.wg_hs] {
             maps::delete_all(map)?;
         }
         maps::zero_array(&self.flow_cache)?;
         maps::zero_array(&self.flow_seq)?;
         maps::zero_array(&self.local_seq)?;
+        maps::zero_array(&self.wg_cache)?;
         ensure!(dp.flows()?.is_empty(), "flows left after clearing");
         Ok(())
     }

@@ -34,3 +34,4 @@ mod protocols;
 mod random_vs_model;
 mod tcp_sizes;
 mod verifier;
+mod wg_path;

@@ -16,6 +16,7 @@ use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_table;
 use crate::kernel::packet::local_tcp::{self, LocalTcp};
 use crate::kernel::packet::mapped::Mapped;
+use crate::kernel::packet::wg_path;
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
 /// Mirrors `ND_MAX_IFACES` in ebpf/include/packet.h (checked by the `limits` test).
@@ -43,6 +44,8 @@ pub struct Dataplane<'obj> {
     cpus: u32,
     /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
     pub(super) flow_cache: SlotView,
+    /// The per-CPU WireGuard session cache, mapped read-only (see [`super::wg_path`]).
+    pub(super) wg_cache: Mapped,
     /// The largest eviction count read so far (readings never go backwards).
     pub(super) evictions_seen: std::sync::atomic::AtomicU64,
     pub(super) options: Options,
@@ -104,6 +107,7 @@ impl<'obj> Dataplane<'obj> {
             map.set_max_entries(total).map_err(Error::from_load)
         };
         per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
+        per_cpu(&mut open.maps.wg_cache, wg_path::CACHE_SLOTS_PER_CPU)?;
         let max_flows = flow_table::check_max_flows(options.max_flows)
             .map_err(|e| Error::Load(libbpf_rs::Error::from(std::io::Error::other(e))))?;
         open.maps
@@ -123,12 +127,17 @@ impl<'obj> Dataplane<'obj> {
         }
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
+        let wg_cache = Mapped::map(&skel.maps.wg_cache, false).map_err(|e| Error::Map {
+            map: "wg_cache",
+            source: libbpf_rs::Error::from(e),
+        })?;
         let dp = Dataplane {
             skel,
             attached: HashMap::new(),
             slots: std::sync::Mutex::new(HashMap::new()),
             cpus,
             flow_cache,
+            wg_cache,
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
         };

@@ -20,20 +20,18 @@
 //! used: it can miss such counts, and the next read has them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{fence, Ordering};
 
 use libbpf_rs::MapCore;
 
 use super::mapped::Mapped;
 use crate::kernel::error::{Error, Result};
-use crate::kernel::views::{decode, encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
+use crate::kernel::views::{encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
 
 /// Mirrors `ND_FLOW_CACHE_SLOTS` in ebpf/include/packet.h: slots per CPU (checked by the
 /// `limits` test).
 pub const SLOTS_PER_CPU: u32 = 1024;
 /// Bytes of one slot (`struct nd_flow_slot`).
 const SLOT_BYTES: usize = 128;
-const SLOT_WORDS: usize = SLOT_BYTES / 8;
 /// Where the slot's sequence lock lives (`gen_begin`, `gen_end`).
 const GEN_BEGIN: usize = std::mem::offset_of!(nd_flow_slot, gen_begin);
 const GEN_END: usize = std::mem::offset_of!(nd_flow_slot, gen_end);
@@ -72,30 +70,14 @@ impl SlotView {
         })
     }
 
-    /// Slot `i`, read between its sequence lock's two halves: `gen_begin` first, then every
-    /// word, then `gen_end`. Both equal means no retirement overlapped the copy (the writer
-    /// stores `gen_end`, the contents, then `gen_begin`). A packet counted meanwhile may
-    /// show in some counters and not yet in others; that is a read a moment earlier, not a
-    /// tear.
+    /// Slot `i`, read under its sequence lock ([`Mapped::copy_locked`]).
     fn copy(&self, i: usize) -> SlotCopy {
-        for _ in 0..SLOT_COPIES {
-            let begin = self.slots.load_u32(i, GEN_BEGIN, Ordering::Acquire);
-            let mut bytes = [0u8; SLOT_BYTES];
-            for w in 0..SLOT_WORDS {
-                let v = self.slots.load_u64(i, w * 8, Ordering::Acquire);
-                bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_ne_bytes());
-            }
-            fence(Ordering::Acquire);
-            let end = self.slots.load_u32(i, GEN_END, Ordering::Acquire);
-            let mut slot: nd_flow_slot = decode(&bytes)?;
-            if begin == end {
-                slot.gen_begin = begin;
-                slot.gen_end = end;
-                return Some(slot);
-            }
-            std::hint::spin_loop();
-        }
-        None
+        let (mut slot, gen) =
+            self.slots
+                .copy_locked::<nd_flow_slot>(i, GEN_BEGIN, GEN_END, SLOT_COPIES)?;
+        slot.gen_begin = gen;
+        slot.gen_end = gen;
+        Some(slot)
     }
 
     fn copy_all(&self) -> Vec<SlotCopy> {

@@ -113,6 +113,40 @@ impl Mapped {
         unsafe { AtomicU32::from_ptr(self.at(index, offset, 4).cast()) }.load(order)
     }
 
+    /// Value `index` as a `T` read under its sequence lock, whose halves are the 32-bit
+    /// fields at byte `begin` and `end`: `begin` first, then every word, then `end`; both
+    /// equal means no rewrite overlapped the copy (the programs store `end`, the contents,
+    /// then `begin`). Returns the copy and its generation, or `None` if each of `tries`
+    /// copies was torn. A count added meanwhile may show in some fields and not yet in
+    /// others: that is a read a moment earlier, not a tear.
+    pub(crate) fn copy_locked<T: plain::Plain + Default>(
+        &self,
+        index: usize,
+        begin: usize,
+        end: usize,
+        tries: usize,
+    ) -> Option<(T, u32)> {
+        let size = std::mem::size_of::<T>();
+        if size != self.value_size || size % 8 != 0 {
+            return None;
+        }
+        let mut bytes = vec![0u8; size];
+        for _ in 0..tries {
+            let b = self.load_u32(index, begin, Ordering::Acquire);
+            for w in 0..size / 8 {
+                let v = self.load_u64(index, w * 8, Ordering::Acquire);
+                bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+            std::sync::atomic::fence(Ordering::Acquire);
+            let e = self.load_u32(index, end, Ordering::Acquire);
+            if b == e {
+                return crate::kernel::views::decode(&bytes).map(|v| (v, b));
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
     /// Writes the 32-bit field at byte `offset` of value `index` (a writable mapping).
     pub(crate) fn store_u32(&self, index: usize, offset: usize, value: u32) {
         assert!(self.writable, "store into a read-only mapping");

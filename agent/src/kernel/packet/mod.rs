@@ -10,7 +10,8 @@
 //! - `mapped`: mappable arrays read and written in place (the flow cache, headers);
 //! - [`local_tcp`]: the local path, TCP of this host's own connections counted per
 //!   interface (socket telemetry describes each connection);
-//! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints.
+//! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints;
+//! - [`wg_path`]: WireGuard sessions received (loss) and handshakes sent (round trips).
 
 pub mod counters;
 pub mod dataplane;
@@ -25,6 +26,7 @@ pub mod options;
 pub mod snapshot;
 pub mod too_big;
 pub mod tunnel_traffic;
+pub mod wg_path;
 
 pub use dataplane::{Dataplane, MAX_IFACES, MAX_TUNNEL_PORTS};
 pub use local_tcp::LocalTcp;

@@ -14,6 +14,7 @@ use super::flow_table::FlowTableUse;
 use super::flows::Flow;
 use super::options::ProgramKind;
 use super::too_big::TooBig;
+use super::wg_path::{self, WgHandshake, WgSession};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{
     decode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
@@ -90,6 +91,10 @@ impl Dataplane<'_> {
             counters,
             flows,
             flow_table,
+            wg_sessions: self.wg_sessions()?,
+            wg_handshakes: self.wg_handshakes()?,
+            mono_ns: wg_path::mono_now_ns(),
+            since_mono_ns: 0,
         })
     }
 
@@ -135,6 +140,16 @@ pub struct Snapshot {
     pub flows: Vec<Flow>,
     /// The flow table's size, entries and evictions (in a window: evictions during it).
     pub flow_table: FlowTableUse,
+    /// WireGuard sessions the underlays received (in a window: those with messages in it,
+    /// counted over it).
+    pub wg_sessions: Vec<WgSession>,
+    /// WireGuard handshake messages this host sent, as the table holds them when read
+    /// (older ones too: a window's are those sent after `since_mono_ns`).
+    pub wg_handshakes: Vec<WgHandshake>,
+    /// When it was read, CLOCK_MONOTONIC nanoseconds (0: never read).
+    pub mono_ns: u64,
+    /// A window: when its start was read (0 for a reading).
+    pub since_mono_ns: u64,
 }
 
 impl Snapshot {
@@ -142,6 +157,11 @@ impl Snapshot {
     /// that carried packets in between (with their deltas).
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         let before: HashMap<_, &Flow> = earlier.flows.iter().map(|f| (f.key(), f)).collect();
+        let sessions_before: HashMap<(u32, u32), &WgSession> = earlier
+            .wg_sessions
+            .iter()
+            .map(|s| ((s.ifindex, s.index), s))
+            .collect();
         Snapshot {
             counters: self
                 .counters
@@ -165,6 +185,19 @@ impl Snapshot {
                 .filter(|f| f.packets > 0)
                 .collect(),
             flow_table: self.flow_table.since(&earlier.flow_table),
+            wg_sessions: self
+                .wg_sessions
+                .iter()
+                .map(|s| {
+                    sessions_before
+                        .get(&(s.ifindex, s.index))
+                        .map_or_else(|| s.clone(), |e| s.since(e))
+                })
+                .filter(|s| s.received > 0 || s.expected > 0)
+                .collect(),
+            wg_handshakes: self.wg_handshakes.clone(),
+            mono_ns: self.mono_ns,
+            since_mono_ns: earlier.mono_ns,
         }
     }
 

@@ -1,0 +1,311 @@
+//! The WireGuard path as the data plane measures it on an underlay (`ebpf/include/wg_path.h`):
+//! the sessions received, per (interface, receiver index), with the counters their
+//! transport-data messages carried, and the handshake messages this host sent with the time
+//! their answer took.
+//!
+//! A session's loss is counters never seen: the highest counter's advance (what the peer
+//! sent) minus the messages received, so a message that arrives late is counted when it
+//! arrives, never as lost. The peer a session belongs to is the endpoint its messages come
+//! from (the facts map it to the configured peer).
+//!
+//! A session's state is split like a flow's (see [`super::flow_cache`]): per CPU, a slot of
+//! the session cache `wg_cache` (mapped read-only) holds what that CPU counted since the
+//! slot took the session, and the table `wg_rx` the rest; a retired slot's state moves to
+//! the table. Both are read under the slots' sequence lock: slots, table, slots again, and
+//! the whole read repeated when a slot was retired meanwhile.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use libbpf_rs::{MapCore, MapFlags};
+use serde::Serialize;
+
+use super::dataplane::Dataplane;
+use super::mapped::Mapped;
+use crate::kernel::error::{Error, Result};
+use crate::kernel::views::{addr, decode, nd_wg_hs, nd_wg_key, nd_wg_rx, nd_wg_slot};
+
+/// Mirrors `ND_WG_CACHE_SLOTS` in ebpf/include/packet.h: session-cache slots per CPU
+/// (checked by the `limits` test).
+pub const CACHE_SLOTS_PER_CPU: u32 = 256;
+/// Where a slot's sequence lock lives.
+const GEN_BEGIN: usize = std::mem::offset_of!(nd_wg_slot, gen_begin);
+const GEN_END: usize = std::mem::offset_of!(nd_wg_slot, gen_end);
+/// Reads of slots and table before accepting one that raced with a retirement.
+const ATTEMPTS: usize = 4;
+/// Copies of one slot before giving up on an untorn one.
+const SLOT_COPIES: usize = 1000;
+
+/// A WireGuard session as one interface received it, from every CPU's share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WgSession {
+    /// Interface index (an underlay).
+    pub ifindex: u32,
+    /// The receiver index its messages carry: this host's index of the session.
+    pub index: u32,
+    /// Where its messages come from: the peer's endpoint.
+    pub source: SocketAddr,
+    /// Highest counter seen.
+    pub high: u64,
+    /// Lowest counter seen.
+    pub low: u64,
+    /// Counters the peer used: in a reading, from the lowest seen to the highest; in a
+    /// window, the highest counter's advance.
+    pub expected: u64,
+    /// Messages received (duplicates excluded); in a window, those of the window.
+    pub received: u64,
+    /// Messages whose counter the CPU that received them had seen.
+    pub duplicates: u64,
+    /// The latest message, CLOCK_MONOTONIC nanoseconds (tick resolution).
+    pub last_seen_mono_ns: u64,
+}
+
+impl WgSession {
+    /// Messages expected and never received (late ones count where they arrive).
+    pub fn lost(&self) -> u64 {
+        self.expected.saturating_sub(self.received)
+    }
+
+    /// Sums the CPUs' values of one session; `None` if no CPU saw a message.
+    fn from_cpus(key: &nd_wg_key, cpus: &[nd_wg_rx]) -> Option<Self> {
+        let seen: Vec<&nd_wg_rx> = cpus.iter().filter(|v| v.packets > 0).collect();
+        let first = seen.first()?;
+        let high = seen.iter().map(|v| v.high).max().unwrap_or(0);
+        let low = seen.iter().map(|v| v.low).min().unwrap_or(0);
+        Some(WgSession {
+            ifindex: key.ifindex,
+            index: key.index,
+            source: SocketAddr::new(addr(first.family, &first.saddr), first.sport),
+            high,
+            low,
+            expected: high.saturating_sub(low).saturating_add(1),
+            received: seen.iter().map(|v| u64::from(v.packets)).sum(),
+            duplicates: seen.iter().map(|v| u64::from(v.dups)).sum(),
+            last_seen_mono_ns: seen.iter().map(|v| v.last_ns).max().unwrap_or(0),
+        })
+    }
+
+    /// What the session carried since `earlier`, the same session read before. One the
+    /// table evicted and started again in between (a lowest counter above the one read
+    /// before, fewer messages or a lower highest counter) counts as new: its gap is not
+    /// counted as lost.
+    pub fn since(&self, earlier: &WgSession) -> WgSession {
+        if self.low > earlier.low || earlier.received > self.received || earlier.high > self.high {
+            return self.clone();
+        }
+        WgSession {
+            expected: self.high - earlier.high,
+            received: self.received - earlier.received,
+            duplicates: self.duplicates.saturating_sub(earlier.duplicates),
+            ..self.clone()
+        }
+    }
+}
+
+/// Which handshake message this host sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// An initiation: the peer's response answers it.
+    Initiator,
+    /// A response: the peer's first transport data confirms it.
+    Responder,
+}
+
+/// A handshake message this host sent, and when the peer's answer arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WgHandshake {
+    /// This host's sender index in it.
+    pub index: u32,
+    /// The interface it left by.
+    pub ifindex: u32,
+    /// Initiation or response.
+    pub role: Role,
+    /// Where it went: the peer's endpoint.
+    pub peer: SocketAddr,
+    /// When it left, CLOCK_MONOTONIC nanoseconds.
+    pub sent_mono_ns: u64,
+    /// When the answer arrived (the response to an initiation, the first data after a
+    /// response), if it did.
+    pub answered_mono_ns: Option<u64>,
+}
+
+impl WgHandshake {
+    /// The round trip it measured: from the message leaving to the answer arriving.
+    pub fn rtt_ns(&self) -> Option<u64> {
+        self.answered_mono_ns
+            .map(|done| done.saturating_sub(self.sent_mono_ns))
+    }
+
+    fn from_raw(index: u32, v: &nd_wg_hs) -> Option<Self> {
+        let role = match v.role {
+            1 => Role::Initiator,
+            2 => Role::Responder,
+            _ => return None,
+        };
+        Some(WgHandshake {
+            index,
+            ifindex: v.ifindex,
+            role,
+            peer: SocketAddr::new(addr(v.family, &v.daddr), v.dport),
+            sent_mono_ns: v.sent_ns,
+            answered_mono_ns: (v.done_ns != 0).then_some(v.done_ns),
+        })
+    }
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: what the data plane's times count in.
+pub fn mono_now_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// Every slot of the session cache, copied under its lock: (slot, generation), or `None`
+/// for one torn on every copy.
+fn copy_slots(cache: &Mapped) -> Vec<Option<(nd_wg_slot, u32)>> {
+    (0..cache.entries())
+        .map(|i| cache.copy_locked::<nd_wg_slot>(i, GEN_BEGIN, GEN_END, SLOT_COPIES))
+        .collect()
+}
+
+/// Whether no slot was retired (or torn) between two copies.
+fn settled(before: &[Option<(nd_wg_slot, u32)>], after: &[Option<(nd_wg_slot, u32)>]) -> bool {
+    before.iter().zip(after).all(|(b, a)| match (b, a) {
+        (Some((_, b)), Some((_, a))) => b == a,
+        _ => false,
+    })
+}
+
+/// The sessions of the table's per-CPU values and the cache's slots together.
+fn merge(
+    table: Vec<(nd_wg_key, Vec<nd_wg_rx>)>,
+    slots: &[Option<(nd_wg_slot, u32)>],
+) -> Vec<WgSession> {
+    let mut parts: HashMap<(u32, u32), (nd_wg_key, Vec<nd_wg_rx>)> = table
+        .into_iter()
+        .map(|(k, v)| ((k.ifindex, k.index), (k, v)))
+        .collect();
+    for (s, _) in slots.iter().flatten().filter(|(s, _)| s.key.ifindex != 0) {
+        parts
+            .entry((s.key.ifindex, s.key.index))
+            .or_insert_with(|| (s.key, Vec::new()))
+            .1
+            .push(s.rx);
+    }
+    parts
+        .values()
+        .filter_map(|(k, v)| WgSession::from_cpus(k, v))
+        .collect()
+}
+
+impl Dataplane<'_> {
+    /// Every WireGuard session the underlays received: the cache's slots and the table's
+    /// values of every CPU added up.
+    pub fn wg_sessions(&self) -> Result<Vec<WgSession>> {
+        let mut attempt = 1;
+        loop {
+            let before = copy_slots(&self.wg_cache);
+            let table = self.wg_table()?;
+            let after = copy_slots(&self.wg_cache);
+            if attempt == ATTEMPTS || settled(&before, &after) {
+                return Ok(merge(table, &after));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The table's sessions, each with its per-CPU values.
+    fn wg_table(&self) -> Result<Vec<(nd_wg_key, Vec<nd_wg_rx>)>> {
+        let map = &self.skel.maps.wg_rx;
+        let err = |source| Error::Map {
+            map: "wg_rx",
+            source,
+        };
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Some(k) = decode::<nd_wg_key>(&key) else {
+                continue;
+            };
+            // An entry evicted between listing and reading is gone: skipped.
+            let Some(values) = map.lookup_percpu(&key, MapFlags::ANY).map_err(err)? else {
+                continue;
+            };
+            out.push((k, values.iter().filter_map(|v| decode(v)).collect()));
+        }
+        Ok(out)
+    }
+
+    /// Every handshake message this host sent that the table still holds.
+    pub fn wg_handshakes(&self) -> Result<Vec<WgHandshake>> {
+        let map = &self.skel.maps.wg_hs;
+        let err = |source| Error::Map {
+            map: "wg_hs",
+            source,
+        };
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let (Ok(bytes), Some(value)) = (
+                <[u8; 4]>::try_from(key.as_slice()),
+                map.lookup(&key, MapFlags::ANY).map_err(err)?,
+            ) else {
+                continue;
+            };
+            if let Some(v) = decode::<nd_wg_hs>(&value) {
+                out.extend(WgHandshake::from_raw(u32::from_ne_bytes(bytes), &v));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(high: u64, low: u64, packets: u32) -> nd_wg_rx {
+        let mut v = nd_wg_rx {
+            high,
+            low,
+            packets,
+            sport: 51820,
+            family: 4,
+            ..Default::default()
+        };
+        v.saddr[..4].copy_from_slice(&[192, 0, 2, 2]);
+        v
+    }
+
+    #[test]
+    fn cpus_add_up_and_windows_take_the_advance() {
+        let key = nd_wg_key {
+            ifindex: 2,
+            index: 7,
+        };
+        // Two CPUs took turns; a third saw nothing (its value is zero, not a counter 0).
+        let s = WgSession::from_cpus(&key, &[cpu(99, 1, 50), cpu(100, 0, 45), cpu(0, 0, 0)])
+            .expect("seen");
+        assert_eq!((s.low, s.high, s.expected, s.received), (0, 100, 101, 95));
+        assert_eq!(s.lost(), 6);
+        assert_eq!(s.source, "192.0.2.2:51820".parse().expect("addr"));
+
+        let later =
+            WgSession::from_cpus(&key, &[cpu(299, 1, 150), cpu(300, 0, 145)]).expect("seen");
+        let w = later.since(&s);
+        assert_eq!((w.expected, w.received, w.lost()), (200, 200, 0));
+        // Late messages beyond what the window expected: no negative loss.
+        let late = WgSession {
+            received: later.received + 3,
+            ..later.clone()
+        };
+        assert_eq!(late.since(&later).lost(), 0);
+        // Evicted and started again: counted as new, not as a huge loss.
+        let again = WgSession::from_cpus(&key, &[cpu(310, 305, 6)]).expect("seen");
+        let w = again.since(&later);
+        assert_eq!((w.expected, w.received), (6, 6));
+        // ... also once it has received more than before the eviction.
+        let grown = WgSession::from_cpus(&key, &[cpu(900, 305, 596)]).expect("seen");
+        assert_eq!(grown.since(&later).lost(), 0);
+        assert!(WgSession::from_cpus(&key, &[cpu(0, 0, 0)]).is_none());
+    }
+}

@@ -15,7 +15,8 @@
 
 use std::net::IpAddr;
 
-use super::{FlowFacts, Host};
+use super::prefix::Prefix;
+use super::{FlowFacts, Host, PeerFacts};
 use crate::kernel::sockets::limits::Limit;
 use crate::kernel::sockets::rates::SocketRow;
 
@@ -76,7 +77,8 @@ pub fn needed_buffer(r: &SocketRow, host: &Host) -> i64 {
     rounded.max(floor)
 }
 
-/// The connections among `rows` leaving through interface `ifindex`.
+/// The connections among `rows` leaving through interface `ifindex`, in the order of
+/// `rows`; their `underlay_loss_percent` is left unknown (see [`underlay_loss`]).
 pub fn flow_facts(rows: &[SocketRow], ifindex: u32, host: &Host) -> Vec<FlowFacts> {
     let mine: Vec<&SocketRow> = rows
         .iter()
@@ -120,9 +122,45 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32, host: &Host) -> Vec<FlowFact
                 needed_window_bytes: r.limits.needed_window_bytes,
                 needed_buffer_bytes: needed_buffer(r, host),
                 receiver_local: r.limits.receiver_local,
+                underlay_loss_percent: -1.0,
             }
         })
         .collect()
+}
+
+/// Gives each connection of `flows` (made by [`flow_facts`] from `rows` and `ifindex`) the
+/// underlay loss measured for the tunnel peer that carries it: the first of `peers` whose
+/// allowed IPs hold its remote address.
+pub fn underlay_loss(
+    flows: &mut [FlowFacts],
+    rows: &[SocketRow],
+    ifindex: u32,
+    peers: &[PeerFacts],
+) {
+    let prefixes: Vec<(Vec<Prefix>, f64)> = peers
+        .iter()
+        .filter(|p| p.underlay_loss_percent >= 0.0)
+        .map(|p| {
+            let allowed = p
+                .allowed_ips
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .collect();
+            (allowed, p.underlay_loss_percent)
+        })
+        .collect();
+    let remotes = rows
+        .iter()
+        .filter(|r| r.socket.ifindex == ifindex)
+        .map(|r| r.socket.remote.ip().to_canonical());
+    for (f, remote) in flows.iter_mut().zip(remotes) {
+        if let Some((_, loss)) = prefixes
+            .iter()
+            .find(|(allowed, _)| allowed.iter().any(|a| a.contains(remote)))
+        {
+            f.underlay_loss_percent = *loss;
+        }
+    }
 }
 
 #[cfg(test)]

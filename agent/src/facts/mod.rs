@@ -185,6 +185,38 @@ pub struct PeerFacts {
     /// The control plane reports the peer connected (Tailscale); absent for other tunnels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub online: Option<bool>,
+    /// WireGuard messages the peer sent that reached this host's underlay during the
+    /// observation or should have: the advance of its sessions' highest counters (every
+    /// message, keepalives too, takes the next counter). -1 when not measured (not
+    /// WireGuard, no underlay watched).
+    pub underlay_expected: i64,
+    /// Of those, received (a late message counts when it arrives; duplicates do not).
+    pub underlay_received: i64,
+    /// Expected and not received: lost on the way from the peer to this host.
+    pub underlay_lost: i64,
+    /// underlay_lost / underlay_expected in percent; -1 when nothing was expected or not
+    /// measured.
+    pub underlay_loss_percent: f64,
+    /// Sessions (receiver indexes) of the peer that carried messages during the observation.
+    pub rx_sessions: i64,
+    /// The highest counter seen from the peer, in its latest session; -1 if none.
+    pub rx_counter: i64,
+    /// WireGuard transport-data messages (keepalives too) sent toward the peer on the
+    /// underlay during the observation; -1 when not measured.
+    pub tx_data_packets: i64,
+    /// Round trip of the latest handshake with the peer the data plane timed, ms (an
+    /// initiation to its response, or a response to the first data after it); -1 if none.
+    pub rtt_ms: f64,
+    /// How long ago that handshake completed, seconds; -1 if none.
+    pub rtt_age_s: i64,
+    /// Handshake initiations sent to the peer in the last 30 s of the observation (all of
+    /// a shorter one), more than a second before its end, that no response answered.
+    pub initiations_unanswered: i64,
+    /// Handshake responses sent to the peer in the same span that no data followed.
+    pub responses_unconfirmed: i64,
+    /// Handshakes with the peer in the same span that were answered (initiations) or
+    /// confirmed (responses).
+    pub handshakes_answered: i64,
 }
 
 /// Traffic seen on the interface during the observation.
@@ -291,6 +323,9 @@ pub struct FlowFacts {
     pub needed_buffer_bytes: i64,
     /// The receiving end is a socket of this host.
     pub receiver_local: bool,
+    /// The underlay loss measured for the tunnel peer that carries the connection (its
+    /// allowed IPs hold the remote address), percent; -1 if none is known.
+    pub underlay_loss_percent: f64,
 }
 
 /// Kernel drops on the interface during the observation.

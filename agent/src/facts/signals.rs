@@ -35,6 +35,19 @@ const DATAPLANE_FACTS: &[&str] = &[
     "peer.udp_bytes",
     "bridge.oversize_segments",
     "bridge.max_segment",
+    "peer.underlay_expected",
+    "peer.underlay_received",
+    "peer.underlay_lost",
+    "peer.underlay_loss_percent",
+    "peer.rx_sessions",
+    "peer.rx_counter",
+    "peer.tx_data_packets",
+    "peer.rtt_ms",
+    "peer.rtt_age_s",
+    "peer.initiations_unanswered",
+    "peer.responses_unconfirmed",
+    "peer.handshakes_answered",
+    "flow.underlay_loss_percent",
 ];
 
 /// Facts that need the kernel's drop reasons (kfree_skb's `reason`, Linux 5.17).

@@ -5,6 +5,7 @@ mod gateway;
 mod load;
 mod peers;
 mod snapshot;
+mod wg_path;
 
 pub use snapshot::Snapshot;
 
@@ -279,10 +280,13 @@ impl Observation<'_> {
                 i64::from(self.me.mtu) - 60
             }
         };
-        let flows = self
+        let mut flows = self
             .sockets
             .map(|rows| super::flows::flow_facts(rows, self.me.index, &host))
             .unwrap_or_default();
+        if let Some(rows) = self.sockets {
+            super::flows::underlay_loss(&mut flows, rows, self.me.index, &peers);
+        }
         let tcp: Vec<&&Flow> = mine.iter().filter(|f| f.protocol == 6).collect();
         // Flow records, and the local connections' segments counted per interface. What
         // those connections sent again their sockets counted (`flows`, one per socket

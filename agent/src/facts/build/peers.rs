@@ -6,6 +6,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use super::wg_path::{self, PathWindow};
 use super::{endpoint_name, to_i64, Observation};
 use crate::facts::handshake::{handshake_since, now_unix};
 use crate::facts::tailscale::{Paths, PeerPath};
@@ -102,6 +103,15 @@ impl Observation<'_> {
                 .sum()
         };
         let window_start = self.window_start_unix();
+        let path = self.path_window(outer);
+        // The WireGuard path of a peer reached at `addrs`, where the data plane measured it.
+        let with_path = |mut p: PeerFacts, addrs: &[SocketAddr]| {
+            wg_path::unknown(&mut p);
+            if let Some(path) = &path {
+                path.apply(&mut p, addrs);
+            }
+            p
+        };
         let Some((before, after)) = self
             .start
             .wireguard
@@ -110,15 +120,18 @@ impl Observation<'_> {
         else {
             return endpoints
                 .iter()
-                .map(|ep| PeerFacts {
-                    name: endpoint_name(ep),
-                    endpoint: endpoint_name(ep),
-                    family: family_name(ep.ip()).into(),
-                    handshake_age_s: -1,
-                    path_mtu: -1,
-                    derp_bytes: -1,
-                    udp_bytes: -1,
-                    ..PeerFacts::default()
+                .map(|ep| {
+                    let p = PeerFacts {
+                        name: endpoint_name(ep),
+                        endpoint: endpoint_name(ep),
+                        family: family_name(ep.ip()).into(),
+                        handshake_age_s: -1,
+                        path_mtu: -1,
+                        derp_bytes: -1,
+                        udp_bytes: -1,
+                        ..PeerFacts::default()
+                    };
+                    with_path(p, &[*ep])
                 })
                 .collect();
         };
@@ -176,6 +189,7 @@ impl Observation<'_> {
                     let path = ps.peers.iter().find(|t| t.public_key == p.public_key)?;
                     Some((ps, path))
                 });
+                let mut addrs: Vec<SocketAddr> = p.endpoint.into_iter().collect();
                 if let Some((paths, path)) = path {
                     add_path(
                         &mut facts,
@@ -184,10 +198,29 @@ impl Observation<'_> {
                         &underlay,
                         self.sockets.unwrap_or_default(),
                     );
+                    addrs.extend(&path.addrs);
                 }
-                facts
+                with_path(facts, &addrs)
             })
             .collect()
+    }
+
+    /// What the data plane saw of a WireGuard tunnel's path on its underlays; `None` for
+    /// other tunnels, or when no underlay was watched (its facts are then unknown, -1).
+    fn path_window<'a>(&'a self, outer: &'a [&'a Flow]) -> Option<PathWindow<'a>> {
+        let underlays: Vec<u32> = self
+            .underlay
+            .watch
+            .iter()
+            .map(|u| u.index)
+            .filter(|i| *i != self.me.index)
+            .collect();
+        let measured = self.window.mono_ns != 0 && !underlays.is_empty();
+        (self.tun.encap == Some(Encap::Wireguard) && measured).then_some(PathWindow {
+            window: self.window,
+            underlays,
+            outer,
+        })
     }
 }
 

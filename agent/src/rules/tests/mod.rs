@@ -16,6 +16,7 @@ mod layer2;
 mod limits;
 mod measured;
 mod throughput;
+mod wg_path;
 
 use measured::{bond_carrying, ecmp, nat};
 

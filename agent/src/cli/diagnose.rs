@@ -120,6 +120,9 @@ fn print(r: &Report, color: bool, width: usize) {
                 other => format!(", {other}"),
             };
             println!("  peer {}{host} {}{path}{hs}", p.name, p.endpoint);
+            if let Some(line) = super::path_output::peer_line(p) {
+                println!("    {line}");
+            }
         }
     }
     if let Some(line) = daemon_line(f) {

@@ -12,12 +12,13 @@ use super::{output, FlowsArgs};
 use crate::facts::iface::{self, Interface};
 use crate::facts::tailscale::PeerPath;
 use crate::facts::wireguard::Peer;
-use crate::facts::{link, tunnel};
+use crate::facts::{link, tunnel, underlay};
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
 use crate::kernel::packet::flow_table::FlowTableUse;
 use crate::kernel::packet::flows::{top_by_bytes, Flow};
 use crate::kernel::packet::too_big::TooBig;
 use crate::kernel::packet::tunnel_traffic::{self, TunnelTraffic};
+use crate::kernel::packet::wg_path::{self, EndpointPath};
 use crate::kernel::packet::{Dataplane, Hooks};
 use crate::kernel::sockets::rates::{self, Baseline, CcAggregate, SocketRow};
 use crate::kernel::sockets::{Signals, SocketProbes};
@@ -61,6 +62,10 @@ pub struct FlowsReport {
     /// The WireGuard tunnel the interface carries and its peers, read when the observation
     /// ended (null for other interfaces).
     pub tunnel: Option<TunnelPeers>,
+    /// WireGuard received per remote endpoint during the observation, on this interface or,
+    /// for a WireGuard interface, on its underlays (watched too): loss from the messages'
+    /// counters, round trips from handshakes this host sent.
+    pub wireguard_paths: Vec<EndpointPath>,
 }
 
 /// A WireGuard interface's peers (kernel, wireguard-go, tailscaled).
@@ -117,6 +122,11 @@ impl FlowsReport {
             .into_iter()
             .filter(|f| f.ifindex == iface.index)
             .collect();
+        let wireguard_paths = wg_path::by_endpoint(
+            &dp.wg_sessions()?,
+            &dp.wg_handshakes()?,
+            wg_path::mono_now_ns(),
+        );
         let too_big = dp
             .too_big()?
             .into_iter()
@@ -139,6 +149,7 @@ impl FlowsReport {
             close_events_lost,
             interface: iface,
             tunnel: None,
+            wireguard_paths,
         })
     }
 }
@@ -164,6 +175,7 @@ pub(super) async fn run(args: FlowsArgs, interrupts: Interrupts) -> anyhow::Resu
     let mut storage = MaybeUninit::uninit();
     let mut dp = Dataplane::load(&mut storage, options)?;
     let hooks = dp.attach(&iface.target())?;
+    watch_underlays(&mut dp, &iface).await;
     // The window starts with the socket baseline: announce it only once that is taken.
     let baseline = probes.as_ref().map(Baseline::take).transpose()?;
     eprintln!(
@@ -194,6 +206,28 @@ pub(super) async fn run(args: FlowsArgs, interrupts: Interrupts) -> anyhow::Resu
         output::print_flows(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Watches the underlays of a WireGuard interface too: its peers' path (loss, round trips)
+/// is measured there. One that cannot be watched is named, and its peers' path is not shown.
+async fn watch_underlays(dp: &mut Dataplane<'_>, iface: &Interface) {
+    let Ok(details) = link::details(iface.index).await else {
+        return;
+    };
+    let tun = tunnel::identify(iface, &details).await;
+    if tun.encap != Some(crate::kernel::views::Encap::Wireguard) {
+        return;
+    }
+    let all = iface::list().await.unwrap_or_default();
+    let under = underlay::underlay(&tun, &details, &all).await;
+    for u in under.watch.iter().filter(|u| u.index != iface.index) {
+        if let Err(e) = dp.attach(&u.target()) {
+            tracing::warn!(
+                "could not watch the underlay {} (the peers' path is not measured there): {e}",
+                u.name
+            );
+        }
+    }
 }
 
 /// Waits for `duration` or Ctrl-C (the first SIGINT, which then does not stop the command),

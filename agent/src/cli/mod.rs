@@ -6,6 +6,7 @@ mod flows;
 mod limits;
 pub(crate) mod logging;
 mod output;
+mod path_output;
 mod probe;
 mod rules;
 mod run;

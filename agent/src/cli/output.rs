@@ -6,16 +6,18 @@ use comfy_table::{CellAlignment, Table};
 use super::drops::DropsReport;
 use super::flows::{FlowsReport, TunnelPeers};
 use super::limits::LimitView;
+use super::path_output;
 use crate::kernel::packet::counters::DirCounters;
+use crate::kernel::packet::wg_path::EndpointPath;
 
-fn table(header: &[&str]) -> Table {
+pub(super) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);
     t.set_header(header.iter().copied());
     t
 }
 
-fn right_align(t: &mut Table, from: usize) {
+pub(super) fn right_align(t: &mut Table, from: usize) {
     for i in from..t.column_count() {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
@@ -284,8 +286,9 @@ pub(super) fn print_flows(r: &FlowsReport) {
     }
 
     if let Some(tp) = &r.tunnel {
-        print_peers(&r.interface.name, tp);
+        print_peers(&r.interface.name, tp, &r.wireguard_paths);
     }
+    super::path_output::print_unmatched(r);
 
     if !r.too_big.is_empty() {
         println!("\nICMP too-big messages (path MTU reports):");
@@ -307,7 +310,7 @@ pub(super) fn print_flows(r: &FlowsReport) {
     }
 }
 
-fn print_peers(name: &str, tp: &TunnelPeers) {
+fn print_peers(name: &str, tp: &TunnelPeers, paths: &[EndpointPath]) {
     let by = if tp.daemon.is_empty() {
         String::new()
     } else {
@@ -318,11 +321,23 @@ fn print_peers(name: &str, tp: &TunnelPeers) {
         tp.port,
         tp.peers.len()
     );
-    let mut t = table(&["peer", "host", "path", "handshake", "rx", "tx"]);
+    let mut t = table(&[
+        "peer",
+        "host",
+        "path",
+        "handshake",
+        "rx",
+        "tx",
+        "loss from peer",
+        "handshake RTT",
+    ]);
     let now = crate::facts::handshake::now_unix();
     for p in &tp.peers {
         let ts = tp.paths.iter().find(|x| x.public_key == p.public_key);
         let endpoint = p.endpoint.map(|e| e.to_string());
+        let measured = endpoint
+            .as_deref()
+            .and_then(|e| path_output::for_endpoint(paths, e));
         let path = match (ts.map(|x| x.path.name()), endpoint) {
             (Some("derp"), _) => format!(
                 "DERP relay ({})",
@@ -342,6 +357,11 @@ fn print_peers(name: &str, tp: &TunnelPeers) {
             },
             human_bytes(p.rx_bytes),
             human_bytes(p.tx_bytes),
+            measured.map_or_else(
+                || "-".into(),
+                |m| path_output::loss(m.expected, m.lost, m.loss_percent),
+            ),
+            measured.map_or_else(|| "-".into(), |m| path_output::rtt(m.rtt_ms, m.rtt_age_s)),
         ]);
     }
     right_align(&mut t, 3);

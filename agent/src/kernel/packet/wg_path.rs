@@ -154,6 +154,96 @@ impl WgHandshake {
     }
 }
 
+/// The WireGuard path from one remote endpoint as one interface received it: every session
+/// from it added up, and the latest round trip of a handshake this host sent it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EndpointPath {
+    /// Interface index (an underlay).
+    pub ifindex: u32,
+    /// The remote endpoint (a peer's).
+    pub endpoint: SocketAddr,
+    /// Sessions (receiver indexes) with messages from it.
+    pub sessions: usize,
+    /// Messages it sent (its counters' advance).
+    pub expected: u64,
+    /// Of those, received.
+    pub received: u64,
+    /// Of those, lost on the way.
+    pub lost: u64,
+    /// lost / expected in percent; -1 when nothing was expected.
+    pub loss_percent: f64,
+    /// Round trip of the latest handshake with it, ms; -1 if none was timed.
+    pub rtt_ms: f64,
+    /// How long ago that handshake completed, seconds; -1 if none.
+    pub rtt_age_s: i64,
+}
+
+/// `sessions` grouped by the endpoint they come from, with the latest round trip of the
+/// `handshakes` this host sent each endpoint; `now_mono_ns` dates them. Busiest first.
+pub fn by_endpoint(
+    sessions: &[WgSession],
+    handshakes: &[WgHandshake],
+    now_mono_ns: u64,
+) -> Vec<EndpointPath> {
+    // Each row with when its round trip's handshake completed.
+    let mut rows: HashMap<(u32, SocketAddr), (EndpointPath, u64)> = HashMap::new();
+    fn row(
+        rows: &mut HashMap<(u32, SocketAddr), (EndpointPath, u64)>,
+        ifindex: u32,
+        endpoint: SocketAddr,
+    ) -> &mut (EndpointPath, u64) {
+        let endpoint = SocketAddr::new(endpoint.ip().to_canonical(), endpoint.port());
+        rows.entry((ifindex, endpoint)).or_insert_with(|| {
+            let empty = EndpointPath {
+                ifindex,
+                endpoint,
+                sessions: 0,
+                expected: 0,
+                received: 0,
+                lost: 0,
+                loss_percent: -1.0,
+                rtt_ms: -1.0,
+                rtt_age_s: -1,
+            };
+            (empty, 0)
+        })
+    }
+    for s in sessions {
+        let (r, _) = row(&mut rows, s.ifindex, s.source);
+        r.sessions += 1;
+        r.expected += s.expected;
+        r.received += s.received;
+        r.lost += s.lost();
+    }
+    for h in handshakes {
+        let (Some(rtt), Some(at)) = (h.rtt_ns(), h.answered_mono_ns) else {
+            continue;
+        };
+        let (r, latest) = row(&mut rows, h.ifindex, h.peer);
+        if at > *latest {
+            *latest = at;
+            r.rtt_ms = rtt as f64 / 1e6;
+            r.rtt_age_s =
+                i64::try_from(now_mono_ns.saturating_sub(at) / 1_000_000_000).unwrap_or(-1);
+        }
+    }
+    let mut out: Vec<EndpointPath> = rows
+        .into_values()
+        .map(|(mut r, _)| {
+            if r.expected > 0 {
+                r.loss_percent = r.lost as f64 * 100.0 / r.expected as f64;
+            }
+            r
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.expected
+            .cmp(&a.expected)
+            .then(a.endpoint.cmp(&b.endpoint))
+    });
+    out
+}
+
 /// CLOCK_MONOTONIC now, in nanoseconds: what the data plane's times count in.
 pub fn mono_now_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)

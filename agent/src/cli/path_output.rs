@@ -1,0 +1,102 @@
+//! The WireGuard path in human units, for `diagnose` and `flows`: the loss of what a peer
+//! sends (measured where it arrives, on this host's underlay) and the round trip of its
+//! latest handshake.
+
+use super::flows::{FlowsReport, TunnelPeers};
+use super::output::{right_align, table};
+use crate::facts::PeerFacts;
+use crate::kernel::packet::wg_path::EndpointPath;
+
+/// "5.1 % (510 of 10020 lost)", "0 % (of 812)", or "-" when nothing was expected.
+pub(super) fn loss(expected: u64, lost: u64, percent: f64) -> String {
+    if expected == 0 || percent < 0.0 {
+        return "-".into();
+    }
+    let p = if percent == 0.0 {
+        "0".to_owned()
+    } else if percent < 0.1 {
+        format!("{percent:.2}")
+    } else {
+        format!("{percent:.1}")
+    };
+    if lost == 0 {
+        format!("{p} % (of {expected})")
+    } else {
+        format!("{p} % ({lost} of {expected} lost)")
+    }
+}
+
+/// "50.2 ms (12 s ago)", or "-" without a timed handshake.
+pub(super) fn rtt(ms: f64, age_s: i64) -> String {
+    if ms < 0.0 {
+        return "-".into();
+    }
+    format!("{ms:.1} ms ({age_s} s ago)")
+}
+
+/// A peer's path facts as one line (`diagnose`), if the data plane measured them.
+pub(super) fn peer_line(p: &PeerFacts) -> Option<String> {
+    if p.underlay_expected < 0 {
+        return None;
+    }
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    Some(format!(
+        "path from the peer: loss {}, handshake RTT {}",
+        loss(
+            n(p.underlay_expected),
+            n(p.underlay_lost),
+            p.underlay_loss_percent
+        ),
+        rtt(p.rtt_ms, p.rtt_age_s)
+    ))
+}
+
+/// The row of `paths` for a peer at `endpoint` ("" if none).
+pub(super) fn for_endpoint<'a>(
+    paths: &'a [EndpointPath],
+    endpoint: &str,
+) -> Option<&'a EndpointPath> {
+    paths.iter().find(|r| r.endpoint.to_string() == endpoint)
+}
+
+/// What `flows` measured from endpoints that are not a configured peer of the interface
+/// (all of them when the interface is an underlay).
+pub(super) fn print_unmatched(r: &FlowsReport) {
+    let known = |e: &EndpointPath| {
+        r.tunnel
+            .as_ref()
+            .is_some_and(|t: &TunnelPeers| t.peers.iter().any(|p| p.endpoint == Some(e.endpoint)))
+    };
+    let rows: Vec<&EndpointPath> = r.wireguard_paths.iter().filter(|e| !known(e)).collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("\nWireGuard received, by sending endpoint (loss measured from its counters):");
+    let mut t = table(&["from", "sessions", "messages", "loss", "handshake RTT"]);
+    for e in rows {
+        t.add_row(vec![
+            e.endpoint.to_string(),
+            e.sessions.to_string(),
+            e.received.to_string(),
+            loss(e.expected, e.lost, e.loss_percent),
+            rtt(e.rtt_ms, e.rtt_age_s),
+        ]);
+    }
+    right_align(&mut t, 1);
+    println!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_in_units() {
+        assert_eq!(loss(10_020, 510, 5.0898), "5.1 % (510 of 10020 lost)");
+        assert_eq!(loss(812, 0, 0.0), "0 % (of 812)");
+        assert_eq!(loss(20_000, 9, 0.045), "0.04 % (9 of 20000 lost)");
+        assert_eq!(loss(0, 0, -1.0), "-");
+        assert_eq!(rtt(50.24, 12), "50.2 ms (12 s ago)");
+        assert_eq!(rtt(-1.0, -1), "-");
+    }
+}

@@ -50,6 +50,18 @@ impl PacketLoss {
     /// chosen at random, inside `ns`. One instance per interface and
     /// direction.
     pub fn add(ns: &Netns, ifname: &str, direction: Direction, percent: u8) -> Result<PacketLoss> {
+        Self::add_matching(ns, ifname, direction, percent, &[])
+    }
+
+    /// [`PacketLoss::add`] for the packets `matches` selects only (nft expressions such as
+    /// `["udp", "sport", "51820"]`): the rest, ARP included, passes.
+    pub fn add_matching(
+        ns: &Netns,
+        ifname: &str,
+        direction: Direction,
+        percent: u8,
+        matches: &[&str],
+    ) -> Result<PacketLoss> {
         if percent > 100 {
             bail!("loss percent {percent} > 100");
         }
@@ -75,23 +87,16 @@ impl PacketLoss {
             chain,
             percent,
         };
-        ns.run(&[
-            "nft",
-            "add",
-            "rule",
-            "netdev",
-            TABLE,
-            &loss.chain,
-            "numgen",
-            "random",
-            "mod",
-            "100",
-            "<",
-            &percent.to_string(),
-            "counter",
-            "drop",
-        ])
-        .with_context(|| format!("adding loss rule to {}", loss.chain))?;
+        let percent = percent.to_string();
+        let mut rule = vec!["nft", "add", "rule", "netdev", TABLE, &loss.chain];
+        rule.extend(matches);
+        // nft's `mod 100` yields 0-99, and refuses `< 100`: all of them is a plain drop.
+        if loss.percent < 100 {
+            rule.extend(["numgen", "random", "mod", "100", "<", &percent]);
+        }
+        rule.extend(["counter", "drop"]);
+        ns.run(&rule)
+            .with_context(|| format!("adding loss rule to {}", loss.chain))?;
         Ok(loss)
     }
 

@@ -1,0 +1,124 @@
+//! The labs the subjects share: a wireguard-go tunnel between the two ends of a veth pair,
+//! or between a client and a server through a forwarding router (where a fault can hit one
+//! direction after both ends' hooks saw the packets leave); and the path facts of a
+//! report's only peer.
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::{LineConfig, LineTopology, Netns, PairTopology, WgConfig, WgTunnel};
+use serde_json::Value;
+
+/// The underlay under the tunnel.
+pub(crate) enum Underlay {
+    /// a — b over one veth.
+    Pair(PairTopology),
+    /// a (the client) — router — b (the server).
+    Line(LineTopology),
+}
+
+/// A wireguard-go tunnel over a 1500-byte underlay (a initiated its handshake).
+pub(crate) struct Lab {
+    // Declared first: dropped (wireguard-go stopped) before the namespaces.
+    pub wg: WgTunnel,
+    pub underlay: Underlay,
+}
+
+impl Lab {
+    /// The tunnel over a veth pair.
+    pub(crate) fn over_pair() -> Result<Lab> {
+        let pair = PairTopology::new(1500)?;
+        let wg = WgTunnel::new(
+            &pair.a,
+            PairTopology::A_IP,
+            &pair.b,
+            PairTopology::B_IP,
+            &WgConfig::default(),
+        )?;
+        Ok(Lab {
+            wg,
+            underlay: Underlay::Pair(pair),
+        })
+    }
+
+    /// The tunnel through a forwarding router.
+    pub(crate) fn over_router() -> Result<Lab> {
+        let line = LineTopology::new(&LineConfig::default())?;
+        let wg = WgTunnel::new(
+            &line.client,
+            LineTopology::CLIENT_IP,
+            &line.server,
+            LineTopology::SERVER_IP,
+            &WgConfig::default(),
+        )?;
+        Ok(Lab {
+            wg,
+            underlay: Underlay::Line(line),
+        })
+    }
+
+    /// a's namespace.
+    pub(crate) fn a(&self) -> &Netns {
+        match &self.underlay {
+            Underlay::Pair(p) => &p.a,
+            Underlay::Line(l) => &l.client,
+        }
+    }
+
+    /// b's namespace.
+    pub(crate) fn b(&self) -> &Netns {
+        match &self.underlay {
+            Underlay::Pair(p) => &p.b,
+            Underlay::Line(l) => &l.server,
+        }
+    }
+
+    /// a's underlay address.
+    pub(crate) fn a_ip(&self) -> &'static str {
+        match &self.underlay {
+            Underlay::Pair(_) => PairTopology::A_IP,
+            Underlay::Line(_) => LineTopology::CLIENT_IP,
+        }
+    }
+
+    /// b's underlay address.
+    pub(crate) fn b_ip(&self) -> &'static str {
+        match &self.underlay {
+            Underlay::Pair(_) => PairTopology::B_IP,
+            Underlay::Line(_) => LineTopology::SERVER_IP,
+        }
+    }
+
+    /// Makes a forget b and learn it again: a's next packet to b starts a fresh handshake
+    /// (a initiates, b responds), as a rekey would.
+    pub(crate) fn renew_session(&self) -> Result<()> {
+        let (a, b) = (&self.wg.a, &self.wg.b);
+        a.wg(&["set", a.ifname(), "peer", b.public_key(), "remove"])?;
+        a.add_peer(
+            b.public_key(),
+            Some(&format!("{}:{}", self.b_ip(), b.listen_port())),
+            &format!("{}/32", b.ip()),
+            None,
+        )
+    }
+}
+
+/// The report's only peer, with its path facts.
+pub(crate) fn peer(d: &Diagnosis) -> Result<&Value> {
+    let peers = d.fact("peers").as_array().context("facts.peers")?;
+    ensure!(peers.len() == 1, "one peer expected:\n{}", d.describe());
+    Ok(&peers[0])
+}
+
+/// A number of the only peer's facts.
+pub(crate) fn peer_f64(d: &Diagnosis, key: &str) -> Result<f64> {
+    peer(d)?[key]
+        .as_f64()
+        .with_context(|| format!("peers[0].{key}:\n{}", d.describe()))
+}
+
+/// An integer of the only peer's facts.
+pub(crate) fn peer_i64(d: &Diagnosis, key: &str) -> Result<i64> {
+    peer(d)?[key]
+        .as_i64()
+        .with_context(|| format!("peers[0].{key}:\n{}", d.describe()))
+}

@@ -33,6 +33,7 @@ pub struct File {
     probe: Option<bool>,
     probe_interval: Option<Written>,
     max_peer_labels: Option<usize>,
+    max_path_peers: Option<usize>,
     max_flows: Option<u32>,
 }
 
@@ -151,6 +152,11 @@ pub struct Overrides {
     /// most this many peers [default: 16]; larger meshes get per-interface figures only.
     #[arg(long, value_name = "N", env = "NETDOCTOR_MAX_PEER_LABELS")]
     pub max_peer_labels: Option<usize>,
+    /// WireGuard peers per interface whose measured path (underlay loss, handshake RTT) gets
+    /// its own series [default: 256]; beyond it the lossiest keep theirs and the rest are
+    /// counted in netdoctor_wireguard_path_peers_omitted.
+    #[arg(long, value_name = "N", env = "NETDOCTOR_MAX_PATH_PEERS")]
+    pub max_path_peers: Option<usize>,
 }
 
 /// The resolved configuration.
@@ -184,6 +190,8 @@ pub struct Config {
     pub probe_interval: Duration,
     /// Peer-label limit.
     pub max_peer_labels: usize,
+    /// Peers per interface with per-peer path series.
+    pub max_path_peers: usize,
     /// Flow-table size from the file (`max_flows`); the `--max-flows` flag overrides it.
     pub max_flows: Option<u32>,
 }
@@ -263,6 +271,7 @@ impl Config {
                 )?)
                 .unwrap_or(Duration::from_secs(300)),
             max_peer_labels: o.max_peer_labels.or(file.max_peer_labels).unwrap_or(16),
+            max_path_peers: o.max_path_peers.or(file.max_path_peers).unwrap_or(256),
             max_flows: file
                 .max_flows
                 .map(crate::kernel::packet::flow_table::check_max_flows)

@@ -55,6 +55,10 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_wireguard_peers", "WireGuard peers configured.", GAUGE, &["interface"]),
     ("netdoctor_wireguard_handshake_age_seconds", "Seconds since the peer's last handshake (only while peers are few).", GAUGE, &["interface", "peer"]),
     ("netdoctor_wireguard_handshake_age_max_seconds", "Oldest handshake among the interface's peers; peers never handshaken count from the agent's start.", GAUGE, &["interface"]),
+    ("netdoctor_wireguard_peer_underlay_loss_ratio", "Share of what a WireGuard peer sent this host that the underlay lost (counters never seen; late messages are not lost), last window; measured where it arrives.", GAUGE, &["interface", "peer"]),
+    ("netdoctor_wireguard_peer_underlay_messages", "WireGuard messages a peer sent this host in the last window (the advance of its counters).", GAUGE, &["interface", "peer"]),
+    ("netdoctor_wireguard_peer_handshake_rtt_seconds", "Round trip of the latest handshake with the peer, timed on the underlay.", GAUGE, &["interface", "peer"]),
+    ("netdoctor_wireguard_path_peers_omitted", "Peers whose path was measured but got no per-peer series (beyond --max-path-peers; the lossiest keep theirs).", GAUGE, &["interface"]),
     ("netdoctor_finding_active", "Active findings (always 1).", GAUGE, &["id", "severity", "interface"]),
     ("netdoctor_build_info", "netdoctor version (always 1).", GAUGE, &["version"]),
     ("netdoctor_bpf_programs_attached", "BPF programs attached to interfaces.", GAUGE, &[]),
@@ -273,6 +277,7 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
             );
         }
     }
+    wg_path::peer_paths(&mut out, view, shared.config.max_path_peers);
     let uptime_s = shared.started.elapsed().as_secs() as i64;
     for (iface, peers) in &view.handshakes {
         out.put("netdoctor_wireguard_peers", &[iface], peers.len() as f64);
@@ -464,3 +469,4 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests;
+mod wg_path;

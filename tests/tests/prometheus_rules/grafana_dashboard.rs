@@ -144,6 +144,8 @@ fn grafana_dashboard_is_importable_and_filters_by_instance_and_interface() -> Re
         "netdoctor_tcp_limited_bytes_total",
         "netdoctor_drops_total",
         "netdoctor_wireguard_handshake_age_max_seconds",
+        "netdoctor_wireguard_peer_underlay_loss_ratio",
+        "netdoctor_wireguard_peer_handshake_rtt_seconds",
         "netdoctor_finding_active",
         "netdoctor_bpf_programs_attached",
         "netdoctor_bpf_map_fill_ratio",

@@ -1,0 +1,67 @@
+//! Per-peer WireGuard path series: the underlay loss of what each peer sent this host, the
+//! messages it sent, and the latest handshake's round trip (facts of the last window,
+//! `peer.underlay_*`, `peer.rtt_ms`). A fleet's agents together give the mesh's loss
+//! matrix: each measures its inbound direction.
+//!
+//! Bounded by `--max-path-peers` per interface: beyond it the lossiest peers (then the
+//! busiest) keep their series and the rest are counted in
+//! `netdoctor_wireguard_path_peers_omitted`.
+
+use std::cmp::Ordering;
+
+use super::Out;
+use crate::daemon::state::View;
+use crate::facts::PeerFacts;
+
+/// Puts the path series of every watched interface's measured peers, at most `cap` each.
+pub(super) fn peer_paths(out: &mut Out, view: &View, cap: usize) {
+    for v in view.interfaces.values().filter(|v| v.watched) {
+        let Some(facts) = &v.facts else { continue };
+        let iface = v.name.as_str();
+        let mut measured: Vec<&PeerFacts> = facts
+            .peers
+            .iter()
+            .filter(|p| p.underlay_expected >= 0)
+            .collect();
+        if measured.is_empty() {
+            continue;
+        }
+        measured.sort_by(|a, b| worst_first(a, b));
+        let omitted = measured.len().saturating_sub(cap);
+        out.put(
+            "netdoctor_wireguard_path_peers_omitted",
+            &[iface],
+            omitted as f64,
+        );
+        for p in measured.into_iter().take(cap) {
+            let labels = [iface, p.name.as_str()];
+            out.put(
+                "netdoctor_wireguard_peer_underlay_messages",
+                &labels,
+                p.underlay_expected as f64,
+            );
+            if p.underlay_loss_percent >= 0.0 {
+                out.put(
+                    "netdoctor_wireguard_peer_underlay_loss_ratio",
+                    &labels,
+                    p.underlay_loss_percent / 100.0,
+                );
+            }
+            if p.rtt_ms >= 0.0 {
+                out.put(
+                    "netdoctor_wireguard_peer_handshake_rtt_seconds",
+                    &labels,
+                    p.rtt_ms / 1000.0,
+                );
+            }
+        }
+    }
+}
+
+/// The highest loss first, then the most messages, then by key (a stable order).
+fn worst_first(a: &PeerFacts, b: &PeerFacts) -> Ordering {
+    b.underlay_loss_percent
+        .total_cmp(&a.underlay_loss_percent)
+        .then(b.underlay_expected.cmp(&a.underlay_expected))
+        .then(a.name.cmp(&b.name))
+}

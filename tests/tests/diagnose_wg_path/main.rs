@@ -4,12 +4,14 @@
 //! underlay at 1 % and 5 % with steady UDP inside (iperf3 -u at a fixed rate, so no TCP
 //! retransmission tells), measured on the receiving side within a point of what was
 //! injected, beside a clean twin; a path that passes one direction only, seen from both
-//! ends, and the same path once the rule is gone.
+//! ends, and the same path once the rule is gone; the agent's per-peer loss and handshake
+//! RTT series on the receiving side.
 //!
 //! Needs root, BPF and the lab tools (wireguard-go, wg, iperf3, nft, ping); skips
 //! elsewhere, fails under CI=true. Build the binary first: `cargo build -p netdoctor`.
 
 mod lab;
 
+mod agent;
 mod loss;
 mod one_way;

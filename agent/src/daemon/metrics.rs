@@ -469,4 +469,4 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests;
-mod wg_path;
+pub(crate) mod wg_path;

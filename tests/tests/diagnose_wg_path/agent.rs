@@ -1,6 +1,7 @@
 //! The agent's per-peer path series on a real tunnel: on the receiving side, a clean path
 //! reads no loss and a fresh handshake's round trip; with 5 % of the peer's packets dropped
-//! on its underlay the peer's loss gauge reads 5 % (each 2 s window holds ~3,300 messages).
+//! on its underlay the peer's loss gauge reads 5 % (each 2 s window holds ~3,300 messages),
+//! and the history's samples keep the lossy windows per peer.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -119,5 +120,22 @@ fn agent_exposes_each_peers_underlay_loss_and_handshake_rtt() -> Result<()> {
         (loss - 0.05).abs() <= 0.015,
         "5 % dropped: the agent reads {loss} of {messages} messages lost"
     );
+
+    // The history keeps each window's peer paths: the lossy windows are in the samples.
+    let page = agent.get_json(&format!("/api/v1/samples?interface={iface}&limit=1000"))?;
+    let lossy_windows = page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["wireguard_peers"].as_array()?.first().cloned())
+        .filter(|p| {
+            p["peer"] == peer
+                && p["expected"].as_i64() > Some(2_000)
+                && p["loss_percent"]
+                    .as_f64()
+                    .is_some_and(|l| (l - 5.0).abs() <= 1.5)
+        })
+        .count();
+    ensure!(lossy_windows >= 1, "no lossy window in the samples: {page}");
     Ok(())
 }

@@ -59,7 +59,7 @@ pub(super) fn peer_paths(out: &mut Out, view: &View, cap: usize) {
 }
 
 /// The highest loss first, then the most messages, then by key (a stable order).
-fn worst_first(a: &PeerFacts, b: &PeerFacts) -> Ordering {
+pub(crate) fn worst_first(a: &PeerFacts, b: &PeerFacts) -> Ordering {
     b.underlay_loss_percent
         .total_cmp(&a.underlay_loss_percent)
         .then(b.underlay_expected.cmp(&a.underlay_expected))

@@ -262,7 +262,9 @@ impl Monitor<'_> {
             }
         }
         let counters = window.counters(me.index);
-        let sample = sample(me, &facts, &counters, rows, found.len(), elapsed, now);
+        let mut sample = sample(me, &facts, &counters, rows, found.len(), elapsed, now);
+        sample.wireguard_peers =
+            super::peer_paths::peer_paths(&facts.peers, self.shared.config.max_path_peers);
         if self.shared.store.insert_sample(&sample).is_err() {
             tracing::debug!(iface = %me.name, "sample not kept");
         }
@@ -381,5 +383,6 @@ fn sample(
         path_mtu: facts.probe.path_mtu,
         probe_blackhole: facts.probe.blackhole,
         active_findings: active_findings as u64,
+        wireguard_peers: Vec::new(),
     }
 }

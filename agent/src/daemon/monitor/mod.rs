@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify};
 
 mod evaluate;
+mod peer_paths;
 mod publish;
 
 use super::select::Selector;

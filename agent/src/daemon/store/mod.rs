@@ -41,7 +41,7 @@ pub use lifecycle::{
     FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
 };
 pub use retention::{Pruned, Retention};
-pub use samples::{CcRetrans, Sample, SampleQuery};
+pub use samples::{CcRetrans, PeerPathSample, Sample, SampleQuery};
 pub use schema::SCHEMA_VERSION;
 pub use trust::{Problem, Problems};
 

@@ -25,6 +25,27 @@ pub struct CcRetrans {
     pub ratio: f64,
 }
 
+/// A WireGuard peer's path in one window, as the underlay measured it (the peer's facts
+/// `underlay_*` and `rtt_ms`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerPathSample {
+    /// The peer's public key.
+    pub peer: String,
+    /// Its endpoint ("" if none).
+    pub endpoint: String,
+    /// Messages it sent this host (its counters' advance).
+    pub expected: i64,
+    /// Of those, lost on the way.
+    pub lost: i64,
+    /// lost / expected in percent; -1 when nothing was expected.
+    #[serde(deserialize_with = "null_as_zero")]
+    pub loss_percent: f64,
+    /// Round trip of the latest handshake timed, ms; -1 if none.
+    #[serde(deserialize_with = "null_as_zero")]
+    pub rtt_ms: f64,
+}
+
 /// One interface over one observation window (`Sample` in docs/api.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -69,6 +90,10 @@ pub struct Sample {
     pub probe_blackhole: bool,
     /// Active findings on the interface after the window's evaluation.
     pub active_findings: u64,
+    /// WireGuard peers whose path was measured, the lossiest first (at most
+    /// `--max-path-peers`); left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wireguard_peers: Vec<PeerPathSample>,
 }
 
 impl Default for Sample {
@@ -92,6 +117,7 @@ impl Default for Sample {
             path_mtu: -1,
             probe_blackhole: false,
             active_findings: 0,
+            wireguard_peers: Vec::new(),
         }
     }
 }

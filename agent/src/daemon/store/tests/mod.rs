@@ -111,5 +111,6 @@ fn sample(interface: &str, ts_ms: i64) -> Sample {
         path_mtu: -1,
         probe_blackhole: false,
         active_findings: 1,
+        wireguard_peers: Vec::new(),
     }
 }

@@ -27,6 +27,32 @@ fn samples_round_trip_json() {
 }
 
 #[test]
+fn wireguard_peer_paths_are_kept_with_the_sample() {
+    let s = store();
+    let mut a = sample("wg0", 1000);
+    a.wireguard_peers = vec![PeerPathSample {
+        peer: "AbC=".into(),
+        endpoint: "192.0.2.2:51820".into(),
+        expected: 10_000,
+        lost: 480,
+        loss_percent: 4.8,
+        rtt_ms: 48.5,
+    }];
+    s.insert_sample(&a).expect("insert");
+    let page = s.samples(&SampleQuery::default()).expect("samples");
+    assert_eq!(page.items, vec![a.clone()]);
+    assert_eq!(
+        serde_json::to_value(&page.items[0]).expect("serialize")["wireguard_peers"],
+        json!([{"peer": "AbC=", "endpoint": "192.0.2.2:51820", "expected": 10000,
+                "lost": 480, "loss_percent": 4.8, "rtt_ms": 48.5}])
+    );
+    // Rows written before the field existed read back without peers.
+    let old: Sample =
+        serde_json::from_value(json!({"ts_ms": 5, "interface": "wg0"})).expect("deserialize");
+    assert!(old.wireguard_peers.is_empty());
+}
+
+#[test]
 fn samples_with_nan_read_back_as_zero() {
     let s = store();
     let mut a = sample("wg0", 1);

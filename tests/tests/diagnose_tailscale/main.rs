@@ -251,6 +251,15 @@ fn tailscale_lane_direct_path_gives_no_relay_finding() -> Result<()> {
         "direct, yet {udp} bytes over UDP and {derp} with DERP: {}",
         ctx()
     );
+    // The direct path measured from the peer's WireGuard counters: mapped to the peer by the
+    // addresses tailscaled knows for it, nothing lost on a veth.
+    let expected = p["underlay_expected"].as_i64().unwrap_or(-1);
+    let loss = p["underlay_loss_percent"].as_f64().unwrap_or(-1.0);
+    ensure!(
+        expected > 1_000 && (0.0..0.2).contains(&loss),
+        "direct path from the peer: {loss} % of {expected} messages lost: {}",
+        ctx()
+    );
     // Full-size packets crossed the underlay: the overhead on the wire is the table's.
     ensure!(
         d.i64("/facts/tunnel/overhead_measured")? == OVERHEAD_V4,

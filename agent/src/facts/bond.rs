@@ -4,11 +4,10 @@
 //! measured spread where there was traffic and from the hash policy only where there was
 //! none.
 
-use futures::TryStreamExt;
 use rtnetlink::packet_route::link::LinkAttribute;
 use serde::Serialize;
 
-use super::error::{Error, Result};
+use super::error::Result;
 use super::iface::Interface;
 
 /// One link's counters at one moment.
@@ -28,17 +27,7 @@ pub struct LinkCounter {
 
 /// Every link's counters in the caller's namespace.
 pub async fn counters() -> Result<Vec<LinkCounter>> {
-    let (conn, handle, _) =
-        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
-    let task = tokio::spawn(conn);
-    let links: Vec<_> = handle
-        .link()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| Error::Netlink(format!("reading link counters: {e}")))?;
-    task.abort();
+    let links = super::link::all("reading link counters").await?;
     Ok(links
         .iter()
         .filter_map(|l| {

@@ -11,11 +11,10 @@
 //! MTU (the drop probe: the bridge frees them without a reason, `NOT_SPECIFIED`, and no
 //! link counter counts them).
 
-use futures::TryStreamExt;
 use rtnetlink::packet_route::link::LinkAttribute;
 use serde::Serialize;
 
-use super::error::{Error, Result};
+use super::error::Result;
 use super::iface::{IfaceKind, Interface};
 use super::link::LinkDetails;
 use super::underlay::is_tunnel_kind;
@@ -87,17 +86,7 @@ pub struct BridgeFacts {
 
 /// Every link's controller (the bridge or bond it is attached to): (index, controller).
 async fn controllers() -> Result<Vec<(u32, u32)>> {
-    let (conn, handle, _) =
-        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
-    let task = tokio::spawn(conn);
-    let links: Vec<_> = handle
-        .link()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| Error::Netlink(format!("reading bridge ports: {e}")))?;
-    task.abort();
+    let links = super::link::all("reading bridge ports").await?;
     Ok(links
         .iter()
         .filter_map(|l| {

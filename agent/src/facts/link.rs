@@ -8,7 +8,7 @@ use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
     BondMode, BondXmitHashPolicy, GeneveDf, InfoBond, InfoData, InfoGeneve, InfoVxlan,
-    LinkAttribute, LinkInfo,
+    LinkAttribute, LinkInfo, LinkMessage,
 };
 use serde::Serialize;
 
@@ -154,6 +154,17 @@ fn geneve(infos: &[InfoGeneve]) -> Overlay {
         o.options.extend(option);
     }
     o
+}
+
+/// Every link of the caller's namespace as rtnetlink gives it; `what` names the reading in
+/// an error ("reading bridge ports").
+pub async fn all(what: &str) -> Result<Vec<LinkMessage>> {
+    let (conn, handle, _) =
+        rtnetlink::new_connection().map_err(|e| Error::Netlink(e.to_string()))?;
+    let task = tokio::spawn(conn);
+    let links = handle.link().get().execute().try_collect().await;
+    task.abort();
+    links.map_err(|e| Error::Netlink(format!("{what}: {e}")))
 }
 
 /// Reads the details of interface `index` in the caller's namespace.

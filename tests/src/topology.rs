@@ -158,33 +158,36 @@ impl LineTopology {
     /// Makes a PMTU blackhole of the router: it drops the ICMP frag-needed messages it
     /// generates itself (an nft output rule with a counter, [`Self::frag_needed_dropped`]).
     pub fn drop_router_frag_needed(&self) -> Result<()> {
-        let t = Self::FRAG_NEEDED_TABLE;
-        self.router.run(&["nft", "add", "table", "inet", t])?;
+        self.drop_router_output(
+            Self::FRAG_NEEDED_TABLE,
+            &[
+                "icmp",
+                "type",
+                "destination-unreachable",
+                "icmp",
+                "code",
+                "frag-needed",
+            ],
+        )
+    }
+
+    /// Drops what the router itself sends and `matches` (nft match words): a chain `out` on
+    /// the output hook of the router's inet table `table`, its one rule counting.
+    pub(crate) fn drop_router_output(&self, table: &str, matches: &[&str]) -> Result<()> {
+        self.router.run(&["nft", "add", "table", "inet", table])?;
         self.router.run(&[
             "nft",
             "add",
             "chain",
             "inet",
-            t,
+            table,
             "out",
             "{ type filter hook output priority 0; }",
         ])?;
-        self.router.run(&[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            t,
-            "out",
-            "icmp",
-            "type",
-            "destination-unreachable",
-            "icmp",
-            "code",
-            "frag-needed",
-            "counter",
-            "drop",
-        ])?;
+        let mut rule = vec!["nft", "add", "rule", "inet", table, "out"];
+        rule.extend_from_slice(matches);
+        rule.extend(["counter", "drop"]);
+        self.router.run(&rule)?;
         Ok(())
     }
 

@@ -72,31 +72,10 @@ impl LineTopology {
     /// [`Self::packet_too_big_dropped`]). IPv6 routers never fragment, so every packet
     /// larger than the next hop's MTU then vanishes without a word.
     pub fn drop_router_packet_too_big(&self) -> Result<()> {
-        let t = Self::PACKET_TOO_BIG_TABLE;
-        self.router.run(&["nft", "add", "table", "inet", t])?;
-        self.router.run(&[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            t,
-            "out",
-            "{ type filter hook output priority 0; }",
-        ])?;
-        self.router.run(&[
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            t,
-            "out",
-            "icmpv6",
-            "type",
-            "packet-too-big",
-            "counter",
-            "drop",
-        ])?;
-        Ok(())
+        self.drop_router_output(
+            Self::PACKET_TOO_BIG_TABLE,
+            &["icmpv6", "type", "packet-too-big"],
+        )
     }
 
     /// Packet-too-big messages the router's rule ([`Self::drop_router_packet_too_big`])

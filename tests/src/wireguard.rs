@@ -319,6 +319,20 @@ impl WgTunnel {
         })?;
         Ok(tunnel)
     }
+
+    /// Makes `a` forget `b` and learn it again (endpoint `b_underlay_ip`): a's next packet
+    /// to b starts a fresh handshake (a initiates, b responds), as a rekey would, whose round
+    /// trip a data plane on either underlay then times.
+    pub fn renew_session(&self, b_underlay_ip: &str) -> Result<()> {
+        let (a, b) = (&self.a, &self.b);
+        a.wg(&["set", a.ifname(), "peer", b.public_key(), "remove"])?;
+        a.add_peer(
+            b.public_key(),
+            Some(&endpoint(b_underlay_ip, b.listen_port())),
+            &host_prefix(b.ip()),
+            None,
+        )
+    }
 }
 
 /// A [`PairTopology`] with `underlay_mtu` on its veth, joined by a [`WgTunnel`] of

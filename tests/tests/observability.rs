@@ -86,6 +86,9 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
         &["--interval", "1s", "--probe-interval", "20s"],
     )?;
     provoke_drops(&lab.pair.b)?;
+    // A handshake the agent sees, for the per-peer round trip (the first one was before it
+    // started; the next rekey would be two minutes away).
+    lab.tunnel.renew_session(PairTopology::B_IP)?;
 
     // The finding the lab provokes, through the API first.
     eventually(Duration::from_secs(30), || {

@@ -91,14 +91,7 @@ impl Lab {
     /// Makes a forget b and learn it again: a's next packet to b starts a fresh handshake
     /// (a initiates, b responds), as a rekey would.
     pub(crate) fn renew_session(&self) -> Result<()> {
-        let (a, b) = (&self.wg.a, &self.wg.b);
-        a.wg(&["set", a.ifname(), "peer", b.public_key(), "remove"])?;
-        a.add_peer(
-            b.public_key(),
-            Some(&format!("{}:{}", self.b_ip(), b.listen_port())),
-            &format!("{}/32", b.ip()),
-            None,
-        )
+        self.wg.renew_session(self.b_ip())
     }
 }
 

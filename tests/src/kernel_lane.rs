@@ -34,6 +34,8 @@ pub fn selected() -> Vec<&'static str> {
 
 /// The suites of cases beyond the base ones kernel `name` runs, as words: `limits`
 /// (tests/vm/limits.sh: what limits a connection on a 40 ms netem path) on every guest;
+/// `wg_path` (tests/vm/wg_path.sh: kernel WireGuard's underlay loss, reordering and handshake
+/// round trip under netem) on 5.10 and 6.1, whose guests finish before 6.12's;
 /// `tunnels` and `wan` (tests/vm/SUITE.sh: layer-2 bonds, GENEVE and IPIP; cubic and bbr on a
 /// 60 ms / 5 % path) on 6.1 and 6.12, whose modules the host's kernel lacks; the rest once,
 /// split between the two so that their guests, which run at once, take about as long: `lacp`
@@ -43,8 +45,8 @@ pub fn selected() -> Vec<&'static str> {
 /// base cases only.
 pub fn suites(name: &str) -> &'static str {
     match name {
-        "5.10" => "limits",
-        "6.1" => "limits tunnels wan lacp ip_tunnels",
+        "5.10" => "limits wg_path",
+        "6.1" => "limits wg_path tunnels wan lacp ip_tunnels",
         "6.12" => "limits tunnels wan mathis wan_faults",
         _ => "",
     }
@@ -293,7 +295,7 @@ pub fn run_all(netdoctor: &Path, work: &Path) -> (Vec<Run>, Vec<String>) {
 }
 
 /// The kernel table's header (docs/kernels.md and the README copy the table).
-pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN | limits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN | limits | wg path |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// The signals one kernel gave, as its checks proved them: one row of the kernel table.
 #[derive(Debug, Default)]
@@ -322,6 +324,9 @@ pub struct Signals {
     pub wan: Option<bool>,
     /// What limits each connection on a 40 ms netem path (None: the suite did not run here).
     pub limits: Option<bool>,
+    /// WireGuard's underlay loss, reordering and handshake round trip under netem (None: the
+    /// suite did not run here, or the kernel has no kernel WireGuard).
+    pub wg_path: Option<bool>,
 }
 
 fn yes(b: bool) -> &'static str {
@@ -337,7 +342,7 @@ impl Signals {
     pub fn row(&self, run: &Run) -> String {
         let opt = |o: Option<bool>| o.map_or("n/a", yes);
         format!(
-            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.name,
             run.kernel(),
             yes(self.dataplane),
@@ -356,6 +361,7 @@ impl Signals {
             opt(self.overlays),
             opt(self.wan),
             opt(self.limits),
+            opt(self.wg_path),
         )
     }
 }

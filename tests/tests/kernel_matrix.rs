@@ -64,6 +64,9 @@ fn check_run(run: &Run) -> Checked {
     if kernel_lane::runs_suite(&run.name, "limits") {
         s.limits = Some(lane_checks::limits::check(run, &mut more));
     }
+    if kernel_lane::runs_suite(&run.name, "wg_path") {
+        s.wg_path = lane_checks::wg_path::check(run, &mut more);
+    }
     if kernel_lane::runs_suite(&run.name, "wan") {
         let (wan, estimates) = lane_checks::wan::check(run, &mut more);
         s.wan = Some(wan);

@@ -7,7 +7,9 @@
 #   NETDOCTOR  the built binary; OUTDIR a writable directory for the results;
 #   TAG        a short suffix that makes namespace and interface names unique on the host;
 #   SUITES     more cases, from files beside this one: "tunnels" (bonds, GENEVE, IPIP:
-#              tunnels.sh), "wan" (netem paths: wan.sh); words without a file add parts to
+#              tunnels.sh), "wan" (netem paths: wan.sh), "limits" (what limits a
+#              connection: limits.sh), "wg_path" (WireGuard's underlay loss and handshake
+#              round trip: wg_path.sh); words without a file add parts to
 #              those: "lacp" and "ip_tunnels" (GRE, GRETAP, sit, ip6tnl) to tunnels, "mathis"
 #              and "wan_faults" to wan. Each suite's start and end times go to SUITE.time.
 # Per case CASE: CASE.out (stdout, JSON), CASE.err (stderr, -v), CASE.rc (exit code), and

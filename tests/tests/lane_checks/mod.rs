@@ -3,7 +3,8 @@
 //! kernel with kernel WireGuard); and on the kernels that run the suites (6.1, 6.12) bonds
 //! and overlays (`tunnels`, tests/vm/tunnels.sh) and netem WAN paths (`wan`,
 //! tests/vm/wan.sh); on every guest what limits each connection (`limits`,
-//! tests/vm/limits.sh). Each returns what it proved for the kernel table.
+//! tests/vm/limits.sh); on 5.10 and 6.1 WireGuard's path under netem (`wg_path`,
+//! tests/vm/wg_path.sh). Each returns what it proved for the kernel table.
 
 pub mod cases;
 pub mod limits;
@@ -11,6 +12,7 @@ pub mod signals;
 pub mod tunnels;
 pub mod wan;
 pub mod wg_netlink;
+pub mod wg_path;
 
 use anyhow::Result;
 use netdoctor_lab::diagnosis::Diagnosis;

@@ -1,0 +1,89 @@
+//! WireGuard peers measured on the underlay, as tests/vm/wg_path.sh left them: kernel
+//! WireGuard with netem loss, netem reordering alone, and a round trip of 25 ms each way read
+//! from a forced handshake against its twin without delay.
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::kernel_lane::Run;
+use serde_json::Value;
+
+use super::{diagnosis, Failures};
+
+const LOSS: &str = "wireguard.underlay_loss";
+
+/// The report's only peer.
+fn peer(d: &Diagnosis) -> Result<&Value> {
+    let peers = d.fact("peers").as_array().context("facts.peers")?;
+    ensure!(peers.len() == 1, "one peer expected:\n{}", d.describe());
+    Ok(&peers[0])
+}
+
+fn num(p: &Value, key: &str) -> Result<f64> {
+    p[key]
+        .as_f64()
+        .with_context(|| format!("peers[0].{key} in {p}"))
+}
+
+/// The peer's measured loss (percent), over at least `min_expected` messages.
+fn loss(d: &Diagnosis, min_expected: f64) -> Result<f64> {
+    let p = peer(d)?;
+    let expected = num(p, "underlay_expected")?;
+    ensure!(
+        expected >= min_expected,
+        "{expected} messages expected, too few to measure: {p}"
+    );
+    num(p, "underlay_loss_percent")
+}
+
+fn lossy(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "wgpath_loss")?;
+    let measured = loss(&d, 1000.0)?;
+    ensure!(
+        (measured - 5.0).abs() <= 1.5,
+        "{measured:.2} % underlay loss measured with netem's 5 %:\n{}",
+        d.describe()
+    );
+    let f = d.all(LOSS);
+    ensure!(!f.is_empty(), "no {LOSS}:\n{}", d.describe());
+    Ok(())
+}
+
+fn reordered(run: &Run) -> Result<()> {
+    let d = diagnosis(run, "wgpath_reorder")?;
+    let measured = loss(&d, 500.0)?;
+    ensure!(
+        measured < 0.5,
+        "reordering alone read as {measured:.2} % loss:\n{}",
+        d.describe()
+    );
+    d.assert_none_of(&[LOSS])
+}
+
+/// The handshake's round trip over 25 ms each way, less its twin's without delay (the peer's
+/// work on the handshake, milliseconds under TCG).
+fn round_trip(run: &Run) -> Result<()> {
+    let rtt = |case: &str| -> Result<f64> {
+        let d = diagnosis(run, case)?;
+        let ms = num(peer(&d)?, "rtt_ms")?;
+        ensure!(ms > 0.0, "{case}: no handshake timed:\n{}", d.describe());
+        Ok(ms)
+    };
+    let (base, delayed) = (rtt("wgpath_rtt0")?, rtt("wgpath_rtt")?);
+    ensure!(
+        (delayed - base - 50.0).abs() <= 5.0,
+        "a handshake over 25 ms each way read {delayed:.1} ms, {base:.1} ms without the delay"
+    );
+    Ok(())
+}
+
+/// Every case of the suite; whether all held (None: this kernel has no kernel WireGuard).
+pub fn check(run: &Run, failures: &mut Failures) -> Option<bool> {
+    if !run.text("wg_path.unsupported").is_empty() {
+        return None;
+    }
+    let before = failures.0.len();
+    failures.check("wgpath_loss", run, || lossy(run));
+    failures.check("wgpath_reorder", run, || reordered(run));
+    failures.check("wgpath_rtt", run, || round_trip(run));
+    Some(failures.0.len() == before)
+}

@@ -57,12 +57,13 @@ if in_ga ip link add ndgwa$T type wireguard 2>"$OUT/wg_path.unsupported"; then
     wgpath_flow wgpath_loss loss 5%
     wgpath_flow wgpath_reorder delay 10ms reorder 25% 50%
 
-    # wgpath_renew CASE: A forgets its peer and adds it again in its window, so its next
-    # packet starts a handshake whose response falls in the window; A's diagnose times it.
+    # wgpath_renew CASE: A forgets its peer and adds it again before its window (done in
+    # the window, the removal raced netdoctor's reading of the peers), so its next packet, a
+    # ping in the window, starts a handshake whose response falls in it; A's diagnose times it.
     wgpath_renew() {
-        start_case $1 $GA diagnose ndgwa$T --json --duration 8s --no-probe
         in_ga wg set ndgwa$T peer "$GKB" remove
         in_ga wg set ndgwa$T peer "$GKB" allowed-ips 10.62.0.2/32 endpoint 10.61.0.2:51821
+        start_case $1 $GA diagnose ndgwa$T --json --duration 8s --no-probe
         in_ga ping -c 4 -i 0.5 -W 5 10.62.0.2 >"$OUT/$1.ping" 2>&1
         finish_case $1
     }

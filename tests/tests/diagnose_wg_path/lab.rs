@@ -26,14 +26,7 @@ pub(crate) struct Lab {
 impl Lab {
     /// The tunnel over a veth pair.
     pub(crate) fn over_pair() -> Result<Lab> {
-        let pair = PairTopology::new(1500)?;
-        let wg = WgTunnel::new(
-            &pair.a,
-            PairTopology::A_IP,
-            &pair.b,
-            PairTopology::B_IP,
-            &WgConfig::default(),
-        )?;
+        let (pair, wg) = netdoctor_lab::wg_over_pair(1500, WgConfig::default().mtu)?;
         Ok(Lab {
             wg,
             underlay: Underlay::Pair(pair),

@@ -325,6 +325,7 @@ impl DataplaneArgs {
             tunnel_ports: self.tunnel_ports.clone(),
             max_flows: self.max_flows.unwrap_or(flow_table::DEFAULT_MAX_FLOWS),
             local_tcp: self.local_tcp,
+            load_all_programs: false,
             ..Options::default()
         })
     }

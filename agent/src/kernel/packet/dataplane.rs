@@ -115,14 +115,18 @@ impl<'obj> Dataplane<'obj> {
             .set_max_entries(max_flows)
             .map_err(Error::from_load)?;
         per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
-        if crate::kernel::features::xdp_frags() {
+        // The XDP program is verified only when something will run it: tc counts received
+        // packets otherwise (and stands in when XDP is taken, so it is always loaded).
+        let xdp = options.load_all_programs || options.ingress == IngressHook::Xdp;
+        open.progs.nd_xdp_ingress.set_autoload(xdp);
+        if xdp && crate::kernel::features::xdp_frags() {
             // Multi-buffer XDP: the program sees whole frames, fragments included. Set
             // here rather than by section "xdp.frags", whose flag kernels before 5.18
             // refuse; there the program sees each frame's linear part, the whole frame.
             open.progs
                 .nd_xdp_ingress
                 .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
-        } else {
+        } else if xdp {
             tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
         }
         let skel = open.load().map_err(Error::from_load)?;
@@ -169,13 +173,19 @@ impl<'obj> Dataplane<'obj> {
         Ok(true)
     }
 
-    /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics.
+    /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics. The XDP one is
+    /// loaded only with [`Options::load_all_programs`] or XDP ingress: [`Self::loaded`].
     pub fn program(&self, kind: ProgramKind) -> &ProgramMut<'obj> {
         match kind {
             ProgramKind::XdpIngress => &self.skel.progs.nd_xdp_ingress,
             ProgramKind::TcIngress => &self.skel.progs.nd_tc_ingress,
             ProgramKind::TcEgress => &self.skel.progs.nd_tc_egress,
         }
+    }
+
+    /// Whether program `kind` was loaded (see [`Options::load_all_programs`]).
+    pub fn loaded(&self, kind: ProgramKind) -> bool {
+        self.program(kind).autoload()
     }
 
     /// The slot table (a panic elsewhere cannot leave it inconsistent: every change is one
@@ -312,12 +322,12 @@ impl<'obj> Dataplane<'obj> {
             self.detach(iface.index);
         }
         self.watch(iface.index, iface.mtu, iface.link)?;
-        let xdp_fd = self.skel.progs.nd_xdp_ingress.as_fd();
         let tc_in_fd = self.skel.progs.nd_tc_ingress.as_fd();
         let tc_out_fd = self.skel.progs.nd_tc_egress.as_fd();
         let method = self.options.method;
 
-        let swept = attach::sweep_leftovers(xdp_fd, iface.index, &PROGRAM_NAMES);
+        // Any loaded program's descriptor does for the sweep: it only queries and detaches.
+        let swept = attach::sweep_leftovers(tc_in_fd, iface.index, &PROGRAM_NAMES);
         if swept.programs > 0 {
             tracing::warn!(iface = %iface.name, "removed {} program(s) a previous netdoctor left attached{}", swept.programs, swept.qdisc_note());
         }
@@ -326,6 +336,8 @@ impl<'obj> Dataplane<'obj> {
         let mut ingress = None;
         let mut note = None;
         if self.options.ingress == IngressHook::Xdp {
+            // Loaded whenever ingress is XDP (see `load`).
+            let xdp_fd = self.skel.progs.nd_xdp_ingress.as_fd();
             let mode = self.options.xdp_mode;
             let attached = match method {
                 AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, mode),

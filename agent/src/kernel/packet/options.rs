@@ -79,6 +79,11 @@ pub struct Options {
     /// How TCP segments of local connections are accounted; the data plane's caller sets
     /// [`LocalTcp::Packets`] where socket telemetry is not loaded.
     pub local_tcp: LocalTcp,
+    /// Load the XDP program even when received packets are counted with tc, so that a test
+    /// or a benchmark can run every program (`BPF_PROG_TEST_RUN`). Commands turn it off:
+    /// verifying a program nobody attaches costs about a fifth of a start's CPU, and many
+    /// times that on a small or emulated machine.
+    pub load_all_programs: bool,
 }
 
 impl Default for Options {
@@ -92,6 +97,7 @@ impl Default for Options {
             max_flows: super::flow_table::DEFAULT_MAX_FLOWS,
             // The command line's default is `sockets`; a library caller opts in.
             local_tcp: LocalTcp::Packets,
+            load_all_programs: true,
         }
     }
 }

@@ -107,7 +107,7 @@ impl Dataplane<'_> {
             .map_or(0, |i| i.info.max_entries as usize)
     }
 
-    /// Kernel statistics of the three programs: (name, run count, run time in ns). Zero
+    /// Kernel statistics of the loaded programs: (name, run count, run time in ns). Zero
     /// unless `kernel.bpf_stats_enabled` is set.
     pub fn program_stats(&self) -> Vec<(&'static str, u64, u64)> {
         [
@@ -116,6 +116,7 @@ impl Dataplane<'_> {
             ("nd_tc_egress", ProgramKind::TcEgress),
         ]
         .into_iter()
+        .filter(|&(_, kind)| self.loaded(kind))
         .map(|(name, kind)| {
             let (runs, ns) = run_stats(self.program(kind).as_fd()).unwrap_or_default();
             (name, runs, ns)

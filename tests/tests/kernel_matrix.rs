@@ -76,14 +76,10 @@ fn check_run(run: &Run) -> Checked {
         failures.push(format!("kernel {} ({}), case {f}", run.name, run.kernel()));
     }
     let mut times = String::new();
-    for suite in kernel_lane::suites(&run.name).split_whitespace() {
-        let t: Vec<u64> = run
-            .text(&format!("{suite}.time"))
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        if let [start, end] = t[..] {
-            let _ = writeln!(times, "{}: suite {suite}: {} s", run.name, end - start);
+    let suites = kernel_lane::suites(&run.name).split_whitespace();
+    for suite in std::iter::once("base").chain(suites) {
+        if let Some(t) = suite_time(&run.text(&format!("{suite}.time"))) {
+            let _ = writeln!(times, "{}: {suite}: {t}", run.name);
         }
     }
     let _ = writeln!(times, "{}: {:.0} s", run.name, run.elapsed.as_secs_f64());
@@ -91,6 +87,29 @@ fn check_run(run: &Run) -> Checked {
         row: s.row(run),
         times,
         failures,
+    }
+}
+
+/// A suite's (or the base cases') wall time and the CPU time the machine was busy meanwhile,
+/// from the two lines of its SUITE.time ("second busy-seconds" each; see tests/vm/cases.sh).
+fn suite_time(text: &str) -> Option<String> {
+    let stamps: Vec<Vec<u64>> = text
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .collect();
+    match &stamps[..] {
+        [start, end] => {
+            let wall = end.first()?.checked_sub(*start.first()?)?;
+            Some(match (start.get(1), end.get(1)) {
+                (Some(a), Some(b)) => format!("{wall} s, {} s of CPU", b.saturating_sub(*a)),
+                _ => format!("{wall} s"),
+            })
+        }
+        _ => None,
     }
 }
 
@@ -127,6 +146,8 @@ fn kernel_lane() -> Result<()> {
     let started = std::time::Instant::now();
     let (runs, mut failures) = kernel_lane::run_all(&netdoctor, work.path());
     let lane_time = started.elapsed();
+    // Before any kernel runs again alone, whose CPU is not the lane's at once.
+    let lane_cpu = children_cpu_s();
     let mut table = String::from(kernel_lane::TABLE_HEADER);
     let mut times = String::new();
     for first in &runs {
@@ -173,7 +194,7 @@ fn kernel_lane() -> Result<()> {
         "the whole lane (every kernel at once): {:.0} s, {:.0} s of CPU (qemu and the host's \
          cases; two idle cores need at least half that)",
         lane_time.as_secs_f64(),
-        children_cpu_s()
+        lane_cpu
     );
     println!("{table}\nwall time per kernel (boot and every case):\n{times}");
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/kernel-matrix.md");

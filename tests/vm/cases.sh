@@ -11,7 +11,8 @@
 #              connection: limits.sh), "wg_path" (WireGuard's underlay loss and handshake
 #              round trip: wg_path.sh); words without a file add parts to
 #              those: "lacp" and "ip_tunnels" (GRE, GRETAP, sit, ip6tnl) to tunnels, "mathis"
-#              and "wan_faults" to wan. Each suite's start and end times go to SUITE.time.
+#              and "wan_faults" to wan. Each suite's start and end (the second and the
+#              busy CPU seconds) go to SUITE.time, the base cases' to base.time.
 # Per case CASE: CASE.out (stdout, JSON), CASE.err (stderr, -v), CASE.rc (exit code), and
 # case-specific files. `kernel` holds `uname -r`, `done` marks a complete run.
 set -u
@@ -26,6 +27,11 @@ exec >"$OUT/cases.log" 2>&1
 PS4='+ $(date +%s) '
 set -x
 uname -r >"$OUT/kernel"
+# stamp: the second now and the CPU seconds the machine has been busy so far (every CPU,
+# from /proc/stat's ticks of 1/100 s): the lane prints both for the base cases and each
+# suite, since on a shared machine the wall time says little about what a case costs.
+stamp() { echo "$(date +%s) $(awk '/^cpu /{print int(($2+$3+$4+$7+$8+$9)/100)}' /proc/stat)"; }
+stamp >"$OUT/base.time"
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 WORK=$(mktemp -d)
 A=nda$T
@@ -154,7 +160,7 @@ else
     unloss() { in_b nft delete table inet ndloss; }
 fi
 # nsenter execs iperf3, so $! is iperf3 itself (a function would leave a subshell there).
-nsenter --net=/run/netns/$A iperf3 -c 10.9.0.2 -p 5201 -t 300 -C cubic >/dev/null 2>&1 &
+nsenter --net=/run/netns/$A iperf3 -c 10.9.0.2 -p 5201 -t 300 -b 10M -C cubic >/dev/null 2>&1 &
 LONG=$!
 sleep 2
 start_case sockets $A flows $VA --duration 300s --json
@@ -303,12 +309,13 @@ if in_a ip link add $WA type wireguard 2>"$OUT/wireguard.unsupported"; then
     done
 fi
 
+stamp >>"$OUT/base.time"
 # wants PART: whether SUITES lists PART.
 wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 for suite in $SUITES; do
     [ -f "$HERE/$suite.sh" ] || continue
-    date +%s >"$OUT/$suite.time"
+    stamp >"$OUT/$suite.time"
     . "$HERE/$suite.sh"
-    date +%s >>"$OUT/$suite.time"
+    stamp >>"$OUT/$suite.time"
 done
 touch "$OUT/done"

@@ -33,21 +33,21 @@ pub fn selected() -> Vec<&'static str> {
 }
 
 /// The suites of cases beyond the base ones kernel `name` runs, as words: `limits`
-/// (tests/vm/limits.sh: what limits a connection on a 40 ms netem path) on every guest;
-/// `wg_path` (tests/vm/wg_path.sh: kernel WireGuard's underlay loss, reordering and handshake
-/// round trip under netem) on 5.10 and 6.1, whose guests finish before 6.12's;
-/// `tunnels` and `wan` (tests/vm/SUITE.sh: layer-2 bonds, GENEVE and IPIP; cubic and bbr on a
-/// 60 ms / 5 % path) on 6.1 and 6.12, whose modules the host's kernel lacks; the rest once,
-/// split between the two so that their guests, which run at once, take about as long: `lacp`
-/// (802.3ad bonds) and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, `mathis` (the
-/// estimate against iperf3 at two more points) and `wan_faults` (high retransmissions, a PMTU
-/// blackhole and a WireGuard MTU error behind long round trips) on 6.12. The host runs the
-/// base cases only.
+/// (tests/vm/limits.sh: what limits a connection on a 40 ms netem path) and `wg_path`
+/// (tests/vm/wg_path.sh: kernel WireGuard's underlay loss, reordering and handshake round trip
+/// under netem) on every guest; `tunnels` (tests/vm/tunnels.sh: layer-2 bonds, GENEVE and
+/// IPIP) on 6.1 and 6.12, and `wan` (tests/vm/wan.sh: cubic and bbr on a 60 ms / 5 % path) on
+/// every guest; the rest once, split so that the guests, which run at once, take about as
+/// long: `lacp` (802.3ad bonds) and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, `mathis`
+/// (the estimate against iperf3 at two more points) on 5.10, and `wan_faults` (high
+/// retransmissions, a PMTU blackhole and a WireGuard MTU error behind long round trips) on
+/// 6.12. The host runs the base cases only: its kernel lacks netem, bonding and kernel
+/// WireGuard.
 pub fn suites(name: &str) -> &'static str {
     match name {
-        "5.10" => "limits wg_path",
+        "5.10" => "limits wg_path wan mathis",
         "6.1" => "limits wg_path tunnels wan lacp ip_tunnels",
-        "6.12" => "limits tunnels wan mathis wan_faults",
+        "6.12" => "limits wg_path tunnels wan wan_faults",
         _ => "",
     }
 }

@@ -1,10 +1,9 @@
 //! The kernel lane's checks: the cases every kernel runs (`cases`, tests/vm/cases.sh; the
 //! signal cases in `signals`); WireGuard read over generic netlink against `wg show` (every
-//! kernel with kernel WireGuard); and on the kernels that run the suites (6.1, 6.12) bonds
-//! and overlays (`tunnels`, tests/vm/tunnels.sh) and netem WAN paths (`wan`,
-//! tests/vm/wan.sh); on every guest what limits each connection (`limits`,
-//! tests/vm/limits.sh); on 5.10 and 6.1 WireGuard's path under netem (`wg_path`,
-//! tests/vm/wg_path.sh). Each returns what it proved for the kernel table.
+//! kernel with kernel WireGuard); on 6.1 and 6.12 bonds and overlays (`tunnels`,
+//! tests/vm/tunnels.sh); on every guest netem WAN paths (`wan`, tests/vm/wan.sh), what
+//! limits each connection (`limits`, tests/vm/limits.sh) and WireGuard's path under netem
+//! (`wg_path`, tests/vm/wg_path.sh). Each returns what it proved for the kernel table.
 
 pub mod cases;
 pub mod limits;

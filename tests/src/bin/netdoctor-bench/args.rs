@@ -7,6 +7,7 @@ use anyhow::{ensure, Result};
 use clap::{Parser, ValueEnum};
 use libbpf_rs::libbpf_sys;
 
+use crate::lab::{NetPath, Paths};
 use crate::packet::run::Hook;
 use crate::{AGENT, TRACING};
 
@@ -222,11 +223,23 @@ fn netdoctor_next_to_me() -> PathBuf {
 )]
 pub(crate) struct Args {
     /// iperf3 time per run
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    #[arg(long, value_name = "SECS", default_value_t = 4)]
     pub(crate) duration: u32,
-    /// alternations of baseline and attached runs
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// alternations of baseline and attached runs (a target verdict needs 5)
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub(crate) rounds: u32,
+    /// comma-separated subset of local,forwarded,wireguard (default all): the paths
+    /// measured side by side with NetObserv, interleaved in every round; local runs the
+    /// packet configurations of --configs, forwarded (a router's veth) and wireguard
+    /// (wireguard-go's underlay veth) run netdoctor's default tc configuration
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "local,forwarded,wireguard",
+        hide_default_value = true,
+        value_parser = NetPath::parse_list
+    )]
+    pub(crate) paths: Paths,
     /// streams of the extra many-flows tc run, 0 skips it
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub(crate) parallel: u32,
@@ -296,7 +309,10 @@ impl Args {
         );
         ensure!(args.agent_idle >= 1, "--agent-idle must be at least 1 s");
         ensure!(
-            args.configs.tracing || args.configs.agent || !args.configs.packet.is_empty(),
+            args.configs.tracing
+                || args.configs.agent
+                || !args.configs.packet.is_empty()
+                || !args.paths.remote().is_empty(),
             "--configs selects nothing to measure"
         );
         ensure!(

@@ -85,8 +85,10 @@ mod floor;
 mod lab;
 mod machine;
 mod packet;
+mod paths;
 mod peer;
 mod programs;
+mod quiet;
 mod report;
 mod sidebyside;
 mod tables;
@@ -105,11 +107,12 @@ use nix::sys::signal::Signal;
 use agent::run_agent;
 use args::{Args, Config};
 use floor::Floor;
-use lab::Lab;
+use lab::{Lab, NetPath};
 use machine::{loadavg, machine};
 use packet::run::Kind;
 use packet::{progress, run_once};
 use peer::Peer;
+use quiet::Quiet;
 use report::Report;
 use tracing::run_tracing;
 
@@ -149,28 +152,53 @@ fn install_signal_handlers() -> Result<()> {
     Ok(())
 }
 
-/// The plan: per round, baseline before each configuration (so `tc` and `tc-packets`
-/// alternate within every round); XDP configurations are followed by their floor run.
-fn plan(args: &Args) -> Vec<(Kind, u32, u32, u32)> {
+/// One run of the plan: path, what is attached, round, iperf3 seconds, streams.
+type Step = (NetPath, Kind, u32, u32, u32);
+
+/// The plan: per round, on the local path a baseline before each configuration (so `tc`
+/// and `tc-packets` alternate within every round; XDP configurations are followed by their
+/// floor run), then netdoctor's default configuration on each other path: the paths
+/// interleave in every round.
+fn plan(args: &Args) -> Vec<Step> {
     let mut steps = Vec::new();
+    let local = args.paths.contains(NetPath::Local);
     for round in 0..args.rounds {
-        for &config in &args.configs.packet {
-            steps.push((Kind::Baseline, round, args.duration, 1));
-            steps.push((Kind::Netdoctor(config), round, args.duration, 1));
+        for &config in args.configs.packet.iter().filter(|_| local) {
+            steps.push((NetPath::Local, Kind::Baseline, round, args.duration, 1));
+            let attached = Kind::Netdoctor(config);
+            steps.push((NetPath::Local, attached, round, args.duration, 1));
             if !config.is_tc() {
-                steps.push((Kind::Floor(config), round, args.duration, 1));
+                let floor = Kind::Floor(config);
+                steps.push((NetPath::Local, floor, round, args.duration, 1));
             }
+        }
+        for path in args.paths.remote() {
+            steps.push((path, Kind::Netdoctor(Config::Tc), round, args.duration, 1));
         }
     }
     // The many-flows runs belong to the packet section: none when it measures nothing.
-    if args.parallel > 1 {
+    if args.parallel > 1 && local {
         for config in args.configs.many_flows() {
             let (secs, n) = (args.parallel_duration, args.parallel);
-            steps.push((Kind::Baseline, 0, secs, n));
-            steps.push((Kind::Netdoctor(config), 0, secs, n));
+            steps.push((NetPath::Local, Kind::Baseline, 0, secs, n));
+            steps.push((NetPath::Local, Kind::Netdoctor(config), 0, secs, n));
         }
     }
     steps
+}
+
+/// The labs of the selected paths other than the local one, warmed up.
+fn remote_labs(args: &Args) -> Result<Vec<Lab>> {
+    let mut labs = Vec::new();
+    for path in args.paths.remote() {
+        eprintln!("netdoctor-bench: building the {} path", path.name());
+        let lab =
+            Lab::for_path(path).with_context(|| format!("building the {} path", path.name()))?;
+        lab.iperf(1, 1)
+            .with_context(|| format!("warm-up iperf3 run on the {} path", path.name()))?;
+        labs.push(lab);
+    }
+    Ok(labs)
 }
 
 fn run(args: &Args) -> Result<ExitCode> {
@@ -210,7 +238,8 @@ fn run(args: &Args) -> Result<ExitCode> {
     if args.configs.packet.contains(&Config::TcPackets) {
         lab::require_local_tcp(&netdoctor)?;
     }
-    let peer = if !args.configs.tc().is_empty() {
+    let local = args.paths.contains(NetPath::Local);
+    let peer = if (local && !args.configs.tc().is_empty()) || !args.paths.remote().is_empty() {
         Peer::load(&args.peer).context("loading NetObserv's tc object")?
     } else {
         None
@@ -226,6 +255,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         eprintln!("netdoctor-bench: side by side with NetObserv {note}");
     }
     let lab = Lab::new(args.side)?;
+    let labs = remote_labs(args)?;
 
     eprintln!("netdoctor-bench: warm-up run");
     let warm = lab.iperf(1, 1).context("warm-up iperf3 run")?;
@@ -234,9 +264,19 @@ fn run(args: &Args) -> Result<ExitCode> {
     let steps = plan(args);
     let total = steps.len();
     let mut runs = Vec::with_capacity(total);
-    for (i, (kind, round, secs, parallel)) in steps.into_iter().enumerate() {
+    let mut quiet = Quiet::start();
+    let mut probed = None;
+    for (i, (path, kind, round, secs, parallel)) in steps.into_iter().enumerate() {
+        if probed != Some(round) {
+            quiet.probe();
+            probed = Some(round);
+        }
+        let here = std::iter::once(&lab)
+            .chain(&labs)
+            .find(|l| l.path == path)
+            .context("no lab for the path")?;
         let run = run_once(
-            &lab,
+            here,
             &floor,
             peer.as_ref(),
             &netdoctor,
@@ -245,10 +285,17 @@ fn run(args: &Args) -> Result<ExitCode> {
             secs,
             parallel,
         )
-        .with_context(|| format!("run {} ({}, round {})", i + 1, kind.label(), round + 1))?;
+        .with_context(|| {
+            let what = format!("{} {}", path.name(), kind.label());
+            format!("run {} ({what}, round {})", i + 1, round + 1)
+        })?;
         progress(&run, total, i + 1);
         runs.push(run);
     }
+    quiet.finish();
+    drop(labs);
+    let path_rows = paths::path_rows(&runs, &args.paths.0);
+    runs.retain(|r| r.path == NetPath::Local);
     let tracing = if args.configs.tracing {
         let started = Instant::now();
         let t = run_tracing(&lab, &floor, &netdoctor, args).context("tracing section")?;
@@ -283,6 +330,8 @@ fn run(args: &Args) -> Result<ExitCode> {
         tracing,
         agent,
         peer_note,
+        path_rows,
+        quiet,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);

@@ -6,6 +6,8 @@ use crate::agent::AgentBench;
 use crate::args::{Args, Side};
 use crate::machine::Machine;
 use crate::packet::run::{Kind, Role, Run};
+use crate::paths::PathRows;
+use crate::quiet::Quiet;
 use crate::tables::{
     cpu_shares, min_max, packet_floor, prog_rows, throughput_rows, ProgRow, ThroughputRow,
 };
@@ -45,6 +47,10 @@ pub(crate) struct Report<'a> {
     pub(crate) agent: Option<AgentBench>,
     /// Why NetObserv was not measured side by side (None: it was).
     pub(crate) peer_note: Option<String>,
+    /// The paths side by side with NetObserv (all rounds, every path).
+    pub(crate) path_rows: Vec<PathRows>,
+    /// Whether the machine was quiet during the packet runs.
+    pub(crate) quiet: Quiet,
 }
 
 impl Report<'_> {
@@ -94,6 +100,9 @@ impl Report<'_> {
                     self.peer_note.as_deref(),
                 );
             }
+        }
+        if !self.path_rows.is_empty() {
+            crate::paths::print(&self.path_rows, &self.quiet, self.peer_note.as_deref());
         }
         if let Some(t) = &self.tracing {
             if !self.runs.is_empty() {
@@ -355,6 +364,7 @@ impl Report<'_> {
             "targets": {"throughput_ratio_min": TARGET_RATIO, "ns_above_floor_max": TARGET_NS_ABOVE_FLOOR},
             "throughput": throughput,
             "programs": programs,
+            "paths": crate::paths::json(&self.path_rows, &self.quiet, self.peer_note.as_deref()),
             "side_by_side": crate::sidebyside::json(
                 &crate::sidebyside::rows(&self.runs, &a.configs.tc()),
                 self.peer_note.as_deref(),

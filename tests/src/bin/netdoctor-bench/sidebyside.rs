@@ -148,7 +148,7 @@ pub(crate) fn variant_gaps(rows: &[SideRow]) -> Vec<VariantGap> {
 }
 
 /// `median [min..max]` (`..`, not `-`: differences can be negative).
-fn stat(v: &[f64], decimals: usize) -> String {
+pub(crate) fn stat(v: &[f64], decimals: usize) -> String {
     let (lo, hi) = min_max(v);
     match median(v) {
         Some(m) => format!("{m:.decimals$} [{lo:.decimals$}..{hi:.decimals$}]"),

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::args::Config;
 use crate::floor::Floor;
-use crate::lab::{finish_netdoctor, flows_argv, Lab};
+use crate::lab::{finish_netdoctor, flows_argv, Lab, NetPath};
 use crate::machine::{clk_tck, cpu_busy_ns};
 use crate::peer::Peer;
 use crate::programs::{all_programs, query_hooks};
@@ -126,6 +126,7 @@ pub(crate) fn run_once(
         bail!("interrupted");
     }
     let mut run = Run {
+        path: lab.path,
         kind,
         round,
         parallel,
@@ -181,6 +182,13 @@ pub(crate) fn run_once(
                 DirCount::from_json(&counters["egress"]),
             ));
             run.flows_total = json.get("flows_total").and_then(Value::as_u64);
+            // On the underlay the WireGuard tracking must have run: paths per endpoint.
+            let wg_paths = json["wireguard_paths"].as_array().map_or(0, Vec::len);
+            ensure!(
+                lab.path != NetPath::Wireguard || wg_paths > 0,
+                "netdoctor reported no WireGuard path on the underlay: its WireGuard tracking \
+                 did not run on the measured packets"
+            );
             let ingress = json["hooks"]["ingress"]
                 .as_str()
                 .unwrap_or_default()
@@ -221,8 +229,9 @@ pub(crate) fn run_once(
 
 pub(crate) fn progress(run: &Run, total: usize, done: usize) {
     let mut line = format!(
-        "[{done:>2}/{total}] round {} {:<20} {:>6.2} Gbit/s",
+        "[{done:>2}/{total}] round {} {:<9} {:<20} {:>6.2} Gbit/s",
         run.round + 1,
+        run.path.name(),
         if run.parallel > 1 {
             format!("{} -P {}", run.kind.label(), run.parallel)
         } else {

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::args::Config;
+use crate::lab::NetPath;
 
 /// Hook a measured program runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -115,6 +116,8 @@ impl DirCount {
 /// The result of one iperf3 run.
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
+    /// The path of the lab it ran in.
+    pub(crate) path: NetPath,
     pub(crate) kind: Kind,
     pub(crate) round: u32,
     pub(crate) parallel: u32,

@@ -170,7 +170,7 @@ pub(crate) fn run_tracing(
     args: &Args,
 ) -> Result<Tracing> {
     let loss = PacketLoss::add(
-        &lab.topo.b,
+        lab.receiver(),
         PairTopology::IFNAME,
         Direction::Ingress,
         args.tracing_loss,

@@ -1,5 +1,13 @@
 //! `netdoctor-bench`: what netdoctor's data plane costs, measured on a veth pair.
 //!
+//! Three paths (`--paths`, see [`lab::NetPath`]), each a lab of its own, interleave in
+//! every round: local (the pair below), forwarded (a router's client-facing veth: nothing
+//! local) and wireguard (wireguard-go's underlay veth). On each, netdoctor's default tc
+//! configuration runs beside the floor and NetObserv on the same packets, and [`paths`]
+//! reports per path and direction the Δs, their ratio and the verdict against the targets;
+//! [`quiet`] idles before every round to tell a busy machine, whose run counts for nothing.
+//! The rest of this note describes the local path's sections.
+//!
 //! Builds a [`PairTopology`] (`a/eth0` 10.201.0.1 — `b/eth0` 10.201.0.2), runs iperf3 TCP
 //! a→b (one stream, default congestion control) and, round after round, alternates runs
 //! with nothing attached (baseline) and runs with `netdoctor flows` watching one end of the
@@ -76,8 +84,9 @@
 //! One module per section: [`args`] (the command line), [`programs`] (hook and program
 //! ids, statistics), [`floor`] and [`lab`] (what every section uses), [`packet`] (the
 //! packet runs), [`peer`] (NetObserv's tc programs, measured in the same tc runs),
-//! [`tracing`], [`agent`], [`tables`] and [`sidebyside`] (summaries of the packet runs),
-//! [`machine`] and [`report`] (text and JSON); this file holds the targets and the plan.
+//! [`tracing`], [`agent`], [`tables`], [`sidebyside`] and [`paths`] (summaries of the packet
+//! runs), [`quiet`] (busy machine), [`machine`] and [`report`] (text and JSON); this file
+//! holds the targets and the plan.
 
 mod agent;
 mod args;

@@ -2,9 +2,10 @@
 //! reported as busy, never counted as meeting a target.
 //!
 //! Two signs, both from `/proc/stat`'s `cpu` line:
-//! * other processes' CPU: before every round the benchmark idles for [`PROBE`] with nothing
-//!   of its own running (netdoctor stopped, iperf3 idle); whatever the machine does then is
-//!   someone else's work (builds, other tests), which would also run during the round;
+//! * other processes' CPU: before every round the benchmark idles for [`PROBE`] (after
+//!   [`SETTLE`]) with nothing of its own running (netdoctor stopped, iperf3 idle); whatever
+//!   the machine does then is someone else's work (builds, other tests), which would also
+//!   run during the round;
 //! * steal time during the whole packet section: the hypervisor ran someone else on these
 //!   CPUs.
 
@@ -12,6 +13,9 @@ use std::time::Duration;
 
 /// The idle window before each round.
 pub(crate) const PROBE: Duration = Duration::from_secs(1);
+/// Waited before it: the kernel's deferred work after the last run (freeing the maps and
+/// programs of the netdoctor that just exited) is the bench's own.
+pub(crate) const SETTLE: Duration = Duration::from_millis(500);
 /// Busy above this share of all CPUs during a probe (an idle machine shows 0-2 %).
 pub(crate) const MAX_OTHERS_PERCENT: f64 = 5.0;
 /// Busy above this share of all CPUs stolen during the section.
@@ -75,8 +79,9 @@ impl Quiet {
         }
     }
 
-    /// Idles for [`PROBE`] and records what the machine did meanwhile.
+    /// Idles for [`SETTLE`] and [`PROBE`] and records what the machine did in the probe.
     pub(crate) fn probe(&mut self) {
+        std::thread::sleep(SETTLE);
         let before = Ticks::now();
         std::thread::sleep(PROBE);
         if let (Some(a), Some(b)) = (before, Ticks::now()) {

@@ -223,7 +223,7 @@ fn netdoctor_next_to_me() -> PathBuf {
 )]
 pub(crate) struct Args {
     /// iperf3 time per run
-    #[arg(long, value_name = "SECS", default_value_t = 4)]
+    #[arg(long, value_name = "SECS", default_value_t = 3)]
     pub(crate) duration: u32,
     /// alternations of baseline and attached runs (a target verdict needs 5)
     #[arg(long, value_name = "N", default_value_t = 5)]

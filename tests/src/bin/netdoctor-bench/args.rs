@@ -309,9 +309,13 @@ impl Args {
         );
         ensure!(args.agent_idle >= 1, "--agent-idle must be at least 1 s");
         ensure!(
+            !args.paths.0.is_empty(),
+            "--paths selects no path (local, forwarded, wireguard)"
+        );
+        ensure!(
             args.configs.tracing
                 || args.configs.agent
-                || !args.configs.packet.is_empty()
+                || (!args.configs.packet.is_empty() && args.paths.contains(NetPath::Local))
                 || !args.paths.remote().is_empty(),
             "--configs selects nothing to measure"
         );

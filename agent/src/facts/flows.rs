@@ -89,6 +89,13 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32, host: &Host) -> Vec<FlowFact
         .map(|r| {
             let remote = r.socket.remote.ip();
             let srtt_s = f64::from(r.socket.srtt_us) / 1e6;
+            let spurious = r.dsack_dups.min(r.retransmits);
+            let spurious_ratio = if r.data_segs_sent > 0 {
+                spurious as f64 / r.data_segs_sent as f64
+            } else {
+                0.0
+            };
+            let loss_ratio = (r.retrans_ratio - spurious_ratio).max(0.0);
             FlowFacts {
                 name: format!("{} -> {}", r.socket.local, r.socket.remote),
                 cc: r.socket.cc.clone(),
@@ -97,12 +104,15 @@ pub fn flow_facts(rows: &[SocketRow], ifindex: u32, host: &Host) -> Vec<FlowFact
                 retrans_ratio: r.retrans_ratio,
                 full_size_retransmits: to_i64(r.full_size_retransmits),
                 small_retransmits: to_i64(r.small_retransmits),
+                spurious_retransmits: to_i64(spurious),
+                spurious_ratio,
+                reord_seen: to_i64(r.reord_seen),
+                reordering: i64::from(r.socket.reordering),
                 pmtu: i64::from(r.socket.pmtu),
                 mss: i64::from(r.socket.mss),
                 srtt_ms: srtt_s * 1000.0,
                 throughput_bps: r.throughput_bps,
-                loss_based_limit_bps: mathis_bps(r.socket.mss, srtt_s, r.retrans_ratio)
-                    .unwrap_or(-1.0),
+                loss_based_limit_bps: mathis_bps(r.socket.mss, srtt_s, loss_ratio).unwrap_or(-1.0),
                 host_throughput_bps: to_host(remote).map(|o| o.throughput_bps).sum(),
                 host_bbr_bps: to_host(remote)
                     .filter(|o| o.socket.cc == "bbr")

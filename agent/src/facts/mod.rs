@@ -22,6 +22,7 @@ pub mod overhead;
 pub mod prefix;
 pub mod probe;
 pub mod process;
+pub mod reorder;
 pub mod route;
 pub mod route_table;
 pub mod signals;
@@ -60,6 +61,10 @@ pub struct IfaceFacts {
     pub is_tunnel: bool,
     /// Largest MTU among the host's other non-tunnel interfaces (the LAN side of a gateway).
     pub lan_mtu: i64,
+    /// The interface is a bond: its mode (balance-rr, active-backup, ...), "" if not.
+    pub bond_mode: String,
+    /// And its members, if a bond.
+    pub bond_members: Vec<String>,
 }
 
 /// The tunnel carried by the interface and its underlay.
@@ -254,6 +259,20 @@ pub struct TrafficFacts {
     pub tcp_retransmits: i64,
     /// tcp_retransmits / tcp_segments.
     pub tcp_retrans_ratio: f64,
+    /// Of tcp_retransmits, those local connections' peers reported as needless (DSACK):
+    /// reordered, not lost.
+    pub tcp_spurious_retransmits: i64,
+    /// tcp_spurious_retransmits / tcp_segments: `tcp_retrans_ratio - tcp_spurious_ratio` is
+    /// the share of segments lost.
+    pub tcp_spurious_ratio: f64,
+    /// tcp_spurious_retransmits / tcp_retransmits, percent; -1 without retransmissions.
+    pub tcp_spurious_percent: f64,
+    /// Reordering events the local connections through the interface detected.
+    pub tcp_reord_seen: i64,
+    /// Local connections that detected reordering (or whose reordering metric grew past 3).
+    pub tcp_reordering_connections: i64,
+    /// The largest reordering metric among them (3, the kernel's default, if none grew).
+    pub tcp_reordering_max: i64,
     /// Flows the flow table (shared by every watched interface) evicted during the
     /// observation because it was full: their figures restarted from zero.
     pub flow_evictions: i64,
@@ -278,6 +297,17 @@ pub struct FlowFacts {
     pub full_size_retransmits: i64,
     /// Shorter segments retransmitted.
     pub small_retransmits: i64,
+    /// Retransmissions the peer reported as needless (DSACK: the original arrived late,
+    /// reordered rather than lost), at most `retransmits`.
+    pub spurious_retransmits: i64,
+    /// spurious_retransmits / data_segs_sent: `retrans_ratio - spurious_ratio` is the share
+    /// of segments lost.
+    pub spurious_ratio: f64,
+    /// Reordering events the connection detected in the window (`tcpi_reord_seen`).
+    pub reord_seen: i64,
+    /// The connection's reordering metric at the window's end: how many segments out of
+    /// order it tolerates before calling one lost (3 until reordering is seen).
+    pub reordering: i64,
     /// Path MTU the socket uses.
     pub pmtu: i64,
     /// MSS.
@@ -286,9 +316,9 @@ pub struct FlowFacts {
     pub srtt_ms: f64,
     /// Bits acknowledged per second in the window.
     pub throughput_bps: f64,
-    /// What loss-based congestion control (cubic, reno) can sustain at this srtt and
-    /// retransmission ratio, bits/s (Mathis et al. 1997: MSS/RTT · 1.22/√p); -1 without
-    /// retransmissions.
+    /// What loss-based congestion control (cubic, reno) can sustain at this srtt and loss
+    /// ratio (retransmissions less the spurious ones), bits/s (Mathis et al. 1997:
+    /// MSS/RTT · 1.22/√p); -1 without loss.
     pub loss_based_limit_bps: f64,
     /// Bits/s acknowledged by every connection to the same remote host in the window:
     /// what the path delivered.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::ecmp;
 use super::firewall::Ruleset;
 use super::handshake::now_unix;
+use super::reorder;
 use super::route_table::TableRoute;
 use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
@@ -295,20 +296,13 @@ impl Observation<'_> {
         let tcp_segments: u64 = tcp.iter().map(|f| f.segments).sum::<u64>()
             + counters.ingress.local_tcp_segments
             + counters.egress.local_tcp_segments;
-        let sent_again = if counters.egress.local_tcp_segments > 0 {
-            flows
-                .iter()
-                .map(|f| u64::try_from(f.retransmits).unwrap_or(0))
-                .sum()
-        } else {
-            0
-        };
+        let local = reorder::local(&flows, counters.egress.local_tcp_segments > 0);
         let tcp_retransmits: u64 = tcp.iter().map(|f| u64::from(f.retransmits)).sum::<u64>()
             + counters.ingress.local_tcp_retransmits
             + counters.egress.local_tcp_retransmits
-            + sent_again;
+            + local.retransmits;
         let full = full_size::full_size(&counters, self.me.mtu);
-        let traffic = TrafficFacts {
+        let mut traffic = TrafficFacts {
             duration_s: self.elapsed.as_secs_f64(),
             rx_segments: to_i64(counters.ingress.segments),
             tx_segments: to_i64(counters.egress.segments),
@@ -340,7 +334,9 @@ impl Observation<'_> {
             },
             flow_evictions: to_i64(self.window.flow_table.evictions),
             flow_table_capacity: to_i64(self.window.flow_table.capacity),
+            ..TrafficFacts::default()
         };
+        reorder::fill(&mut traffic, &local);
 
         let mut by_reason: BTreeMap<String, i64> = BTreeMap::new();
         for d in drops::delta(&self.start.drops, &self.end.drops)
@@ -371,6 +367,7 @@ impl Observation<'_> {
             .map(|i| i64::from(i.mtu))
             .max()
             .unwrap_or(0);
+        let my_bond = self.details.bond.clone().unwrap_or_default();
         Ok(Facts {
             iface: IfaceFacts {
                 name: self.me.name.clone(),
@@ -381,6 +378,8 @@ impl Observation<'_> {
                 addresses: self.details.addresses.clone(),
                 is_tunnel: is_tunnel_kind(&self.me.kind),
                 lan_mtu,
+                bond_mode: my_bond.mode,
+                bond_members: my_bond.members,
             },
             tunnel,
             peers,

@@ -34,6 +34,11 @@ pub struct SocketRow {
     pub full_size_retransmits: u64,
     /// Shorter segments among the retransmissions.
     pub small_retransmits: u64,
+    /// Segments the peer reported received twice (DSACK, RFC 2883) during the window: each
+    /// one a retransmission that was not needed, the original having arrived late.
+    pub dsack_dups: u64,
+    /// Reordering events the connection detected during the window.
+    pub reord_seen: u64,
     /// Acknowledged throughput in bits per second.
     pub throughput_bps: f64,
     /// Bytes the peer acknowledged during the window.
@@ -60,6 +65,8 @@ impl SocketRow {
             retrans_ratio: 0.0,
             full_size_retransmits: 0,
             small_retransmits: 0,
+            dsack_dups: 0,
+            reord_seen: 0,
             throughput_bps: 0.0,
             window_bytes_acked: 0,
             window_bytes_received: 0,
@@ -229,6 +236,8 @@ pub fn rows(
                 s.total_retrans
                     .saturating_sub(b.map_or(0, |b| b.total_retrans)),
             );
+            let dsack_dups = u64::from(s.dsack_dups.wrapping_sub(b.map_or(0, |b| b.dsack_dups)));
+            let reord_seen = u64::from(s.reord_seen.wrapping_sub(b.map_or(0, |b| b.reord_seen)));
             let acked = s.bytes_acked.saturating_sub(b.map_or(0, |b| b.bytes_acked));
             let received = s
                 .bytes_received
@@ -294,6 +303,8 @@ pub fn rows(
                 retrans_ratio: ratio(retrans, segs),
                 full_size_retransmits: full,
                 small_retransmits: small,
+                dsack_dups,
+                reord_seen,
                 throughput_bps,
                 window_bytes_acked: acked,
                 window_bytes_received: received,

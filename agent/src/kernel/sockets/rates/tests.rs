@@ -98,3 +98,14 @@ fn no_data_means_zero_ratio() {
     let rows = rows(&s, &s, &[], &[], &[], &Window::secs(1.0));
     assert_eq!(rows[0].retrans_ratio, 0.0);
 }
+
+#[test]
+fn dsacks_and_reordering_are_window_deltas() {
+    let mut a = sock(1, "cubic", 100, 2, 1000);
+    (a.dsack_dups, a.reord_seen) = (5, 1);
+    let mut b = sock(1, "cubic", 1100, 52, 1_001_000);
+    (b.dsack_dups, b.reord_seen, b.reordering) = (45, 9, 30);
+    let rows = rows(&[a], &[b], &[], &[], &[], &Window::secs(2.0));
+    assert_eq!((rows[0].dsack_dups, rows[0].reord_seen), (40, 8));
+    assert_eq!(rows[0].socket.reordering, 30);
+}

@@ -15,6 +15,7 @@ mod files;
 mod layer2;
 mod limits;
 mod measured;
+mod reorder;
 mod throughput;
 mod wg_path;
 

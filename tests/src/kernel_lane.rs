@@ -38,23 +38,38 @@ pub fn selected() -> Vec<&'static str> {
 /// under netem) on every guest; `tunnels` (tests/vm/tunnels.sh: layer-2 bonds, GENEVE and
 /// IPIP) on 6.1 and 6.12, and `wan` (tests/vm/wan.sh: cubic and bbr on a 60 ms / 5 % path) on
 /// every guest; the rest once, split so that the guests, which run at once, take about as
-/// long: `lacp` (802.3ad bonds) and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, `mathis`
-/// (the estimate against iperf3 at two more points) on 5.10, and `wan_faults` (high
+/// long: `reorder` (tests/vm/reorder.sh: netem reordering against loss, a balance-rr bond) and
+/// `mathis` (the estimate against iperf3 at two more points) on 5.10, `lacp` (802.3ad bonds)
+/// and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, and `wan_faults` (high
 /// retransmissions, a PMTU blackhole and a WireGuard MTU error behind long round trips) on
 /// 6.12. The host runs the base cases only: its kernel lacks netem, bonding and kernel
 /// WireGuard.
 pub fn suites(name: &str) -> &'static str {
     match name {
-        "5.10" => "limits wg_path wan mathis",
+        "5.10" => "limits wg_path reorder wan mathis",
         "6.1" => "limits wg_path tunnels wan lacp ip_tunnels",
         "6.12" => "limits wg_path tunnels wan wan_faults",
         _ => "",
     }
 }
 
-/// Whether kernel `name` runs suite `suite` (see [`suites`]).
+/// For developing a suite, never in CI: `ND_LANE_ONLY` (e.g. `reorder`) lists the only
+/// suites the guests run, without the base cases, and the host runs nothing.
+pub fn only_suites() -> Option<String> {
+    if crate::ci::is_ci() {
+        return None;
+    }
+    std::env::var("ND_LANE_ONLY")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// Whether kernel `name` runs suite `suite` (see [`suites`] and [`only_suites`]).
 pub fn runs_suite(name: &str, suite: &str) -> bool {
-    suites(name).split_whitespace().any(|s| s == suite)
+    match only_suites() {
+        Some(only) => only.split_whitespace().any(|s| s == suite),
+        None => suites(name).split_whitespace().any(|s| s == suite),
+    }
 }
 
 /// Where `.ci/vm-setup` put virtme-ng and the kernels.
@@ -180,12 +195,18 @@ pub fn run_host(netdoctor: &Path, dir: &Path) -> Run {
 pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
     let cache = cache_dir();
     let image = cache.join("kernels").join(name).join("vmlinuz");
+    let only = only_suites();
     let script = format!(
-        "sh {} {} {} g '{}'",
+        "{}sh {} {} {} g '{}'",
+        if only.is_some() {
+            "ND_ONLY_SUITES=1 "
+        } else {
+            ""
+        },
         cases_script().display(),
         netdoctor.display(),
         dir.display(),
-        suites(name)
+        only.as_deref().unwrap_or(suites(name))
     );
     let log = std::fs::File::create(dir.join("vng.log"))?;
     let path = format!(
@@ -263,7 +284,8 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
 /// little more than the longest one's time.
 pub fn run_all(netdoctor: &Path, work: &Path) -> (Vec<Run>, Vec<String>) {
     std::thread::scope(|scope| {
-        let host = scope.spawn(|| run_host(netdoctor, &work.join("host")));
+        let host = (only_suites().is_none())
+            .then(|| scope.spawn(|| run_host(netdoctor, &work.join("host"))));
         let guests: Vec<_> = selected()
             .into_iter()
             .map(|k| {
@@ -279,9 +301,10 @@ pub fn run_all(netdoctor: &Path, work: &Path) -> (Vec<Run>, Vec<String>) {
             .collect();
         let mut runs = Vec::new();
         let mut failures = Vec::new();
-        match host.join() {
-            Ok(run) => runs.push(run),
-            Err(_) => failures.push("host: the cases' thread panicked".to_owned()),
+        match host.map(|h| h.join()) {
+            Some(Ok(run)) => runs.push(run),
+            Some(Err(_)) => failures.push("host: the cases' thread panicked".to_owned()),
+            None => {}
         }
         for (k, guest) in guests {
             match guest.join() {
@@ -295,7 +318,7 @@ pub fn run_all(netdoctor: &Path, work: &Path) -> (Vec<Run>, Vec<String>) {
 }
 
 /// The kernel table's header (docs/kernels.md and the README copy the table).
-pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN | limits | wg path |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+pub const TABLE_HEADER: &str = "| kernel | data plane | tc by | XDP | sockets | closes | drop reasons | wg MTU | wg netlink | bonds | overlays | WAN | limits | wg path | reorder |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// The signals one kernel gave, as its checks proved them: one row of the kernel table.
 #[derive(Debug, Default)]
@@ -327,6 +350,9 @@ pub struct Signals {
     /// WireGuard's underlay loss, reordering and handshake round trip under netem (None: the
     /// suite did not run here, or the kernel has no kernel WireGuard).
     pub wg_path: Option<bool>,
+    /// Reordering told from loss under netem, and a balance-rr bond's (None: the suite did
+    /// not run here).
+    pub reorder: Option<bool>,
 }
 
 fn yes(b: bool) -> &'static str {
@@ -342,7 +368,7 @@ impl Signals {
     pub fn row(&self, run: &Run) -> String {
         let opt = |o: Option<bool>| o.map_or("n/a", yes);
         format!(
-            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.name,
             run.kernel(),
             yes(self.dataplane),
@@ -362,6 +388,7 @@ impl Signals {
             opt(self.wan),
             opt(self.limits),
             opt(self.wg_path),
+            opt(self.reorder),
         )
     }
 }

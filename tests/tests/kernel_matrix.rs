@@ -41,7 +41,9 @@ fn check_run(run: &Run) -> Checked {
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         ));
     }
-    for (case, check) in lane_checks::cases::CASES {
+    // Development runs of some suites alone (kernel_lane::only_suites) have no base cases.
+    let base = kernel_lane::only_suites().is_none();
+    for (case, check) in lane_checks::cases::CASES.iter().filter(|_| base) {
         if let Err(e) = check(run, &mut s) {
             failures.push(format!(
                 "kernel {} ({}), case {case}: {e:#}\n{}",
@@ -66,6 +68,9 @@ fn check_run(run: &Run) -> Checked {
     }
     if kernel_lane::runs_suite(&run.name, "wg_path") {
         s.wg_path = lane_checks::wg_path::check(run, &mut more);
+    }
+    if kernel_lane::runs_suite(&run.name, "reorder") {
+        s.reorder = Some(lane_checks::reorder::check(run, &mut more));
     }
     if kernel_lane::runs_suite(&run.name, "wan") {
         let (wan, estimates) = lane_checks::wan::check(run, &mut more);

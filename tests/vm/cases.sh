@@ -9,10 +9,13 @@
 #   SUITES     more cases, from files beside this one: "tunnels" (bonds, GENEVE, IPIP:
 #              tunnels.sh), "wan" (netem paths: wan.sh), "limits" (what limits a
 #              connection: limits.sh), "wg_path" (WireGuard's underlay loss and handshake
-#              round trip: wg_path.sh); words without a file add parts to
+#              round trip: wg_path.sh), "reorder" (reordering against loss, a balance-rr
+#              bond: reorder.sh); words without a file add parts to
 #              those: "lacp" and "ip_tunnels" (GRE, GRETAP, sit, ip6tnl) to tunnels, "mathis"
 #              and "wan_faults" to wan. Each suite's start and end (the second and the
 #              busy CPU seconds) go to SUITE.time, the base cases' to base.time.
+# With ND_ONLY_SUITES set (development only, never in CI) it runs SUITES without the base
+# cases.
 # Per case CASE: CASE.out (stdout, JSON), CASE.err (stderr, -v), CASE.rc (exit code), and
 # case-specific files. `kernel` holds `uname -r`, `done` marks a complete run.
 set -u
@@ -111,6 +114,23 @@ ipv6_on() {
     in_b ip addr add fd09::2/64 dev $VB nodad
     in_a ping -c 1 -W 5 fd09::2 >/dev/null
 }
+
+# wants PART: whether SUITES lists PART.
+wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# Runs the suites SUITES names (each a file beside this one), then marks the run complete.
+run_suites() {
+    for suite in $SUITES; do
+        [ -f "$HERE/$suite.sh" ] || continue
+        stamp >"$OUT/$suite.time"
+        . "$HERE/$suite.sh"
+        stamp >>"$OUT/$suite.time"
+    done
+    touch "$OUT/done"
+}
+if [ -n "${ND_ONLY_SUITES:-}" ]; then
+    run_suites
+    exit 0
+fi
 
 # Two namespaces joined by a veth, IPv6 off so that only the cases' packets cross it.
 ip netns add $A && ip netns add $B || exit 1
@@ -310,12 +330,4 @@ if in_a ip link add $WA type wireguard 2>"$OUT/wireguard.unsupported"; then
 fi
 
 stamp >>"$OUT/base.time"
-# wants PART: whether SUITES lists PART.
-wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-for suite in $SUITES; do
-    [ -f "$HERE/$suite.sh" ] || continue
-    stamp >"$OUT/$suite.time"
-    . "$HERE/$suite.sh"
-    stamp >>"$OUT/$suite.time"
-done
-touch "$OUT/done"
+run_suites

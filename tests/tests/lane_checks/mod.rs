@@ -3,10 +3,12 @@
 //! kernel with kernel WireGuard); on 6.1 and 6.12 bonds and overlays (`tunnels`,
 //! tests/vm/tunnels.sh); on every guest netem WAN paths (`wan`, tests/vm/wan.sh), what
 //! limits each connection (`limits`, tests/vm/limits.sh) and WireGuard's path under netem
-//! (`wg_path`, tests/vm/wg_path.sh). Each returns what it proved for the kernel table.
+//! (`wg_path`, tests/vm/wg_path.sh); on 5.10 reordering against loss (`reorder`,
+//! tests/vm/reorder.sh). Each returns what it proved for the kernel table.
 
 pub mod cases;
 pub mod limits;
+pub mod reorder;
 pub mod signals;
 pub mod tunnels;
 pub mod wan;

@@ -22,12 +22,16 @@ fn iperf3_bps(run: &Run, name: &str) -> Result<f64> {
 /// Whether tcp.high_retransmits' condition holds on the facts (its TOML, read here).
 fn retrans_says(d: &Diagnosis) -> Result<bool> {
     let t = d.at("/facts/traffic")?;
-    let by_traffic =
-        t["tcp_segments"].as_i64() >= Some(1000) && t["tcp_retrans_ratio"].as_f64() > Some(0.02);
+    // The share lost: retransmissions less those DSACK showed needless.
+    let lost = |v: &serde_json::Value, all: &str, spurious: &str| {
+        v[all].as_f64().unwrap_or(0.0) - v[spurious].as_f64().unwrap_or(0.0)
+    };
+    let by_traffic = t["tcp_segments"].as_i64() >= Some(1000)
+        && lost(t, "tcp_retrans_ratio", "tcp_spurious_ratio") > 0.02;
     let by_flow = d.flows().iter().any(|f| {
         f["limit"] == "congestion"
             && f["data_segs_sent"].as_i64() >= Some(1000)
-            && f["retrans_ratio"].as_f64() > Some(0.02)
+            && lost(f, "retrans_ratio", "spurious_ratio") > 0.02
     });
     Ok(by_traffic || by_flow)
 }

@@ -171,7 +171,7 @@ impl Run {
 /// Runs the cases on the host, in `dir`.
 pub fn run_host(netdoctor: &Path, dir: &Path) -> Run {
     let started = Instant::now();
-    let status = Command::new("sh")
+    let status = Command::new("bash")
         .arg(cases_script())
         .arg(netdoctor)
         .arg(dir)
@@ -197,7 +197,7 @@ pub fn run_guest(name: &str, netdoctor: &Path, dir: &Path) -> Result<Run> {
     let image = cache.join("kernels").join(name).join("vmlinuz");
     let only = only_suites();
     let script = format!(
-        "{}sh {} {} {} g '{}'",
+        "{}bash {} {} {} g '{}'",
         if only.is_some() {
             "ND_ONLY_SUITES=1 "
         } else {

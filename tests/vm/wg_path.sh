@@ -30,11 +30,12 @@ if in_ga ip link add ndgwa$T type wireguard 2>"$OUT/wg_path.unsupported"; then
     umask 077
     wg genkey >"$WORK/ga.key"
     wg genkey >"$WORK/gb.key"
+    GKA=$(wg pubkey <"$WORK/ga.key")
     GKB=$(wg pubkey <"$WORK/gb.key")
     in_ga wg set ndgwa$T private-key "$WORK/ga.key" listen-port 51821 \
         peer "$GKB" allowed-ips 10.62.0.2/32 endpoint 10.61.0.2:51821
     in_gb wg set ndgwb$T private-key "$WORK/gb.key" listen-port 51821 \
-        peer "$(wg pubkey <"$WORK/ga.key")" allowed-ips 10.62.0.1/32 endpoint 10.61.0.1:51821
+        peer "$GKA" allowed-ips 10.62.0.1/32 endpoint 10.61.0.1:51821
     in_ga ip addr add 10.62.0.1/24 dev ndgwa$T
     in_gb ip addr add 10.62.0.2/24 dev ndgwb$T
     in_ga ip link set ndgwa$T mtu 1420 up
@@ -57,10 +58,15 @@ if in_ga ip link add ndgwa$T type wireguard 2>"$OUT/wg_path.unsupported"; then
     wgpath_flow wgpath_loss loss 5%
     wgpath_flow wgpath_reorder delay 10ms reorder 25% 50%
 
-    # wgpath_renew CASE: A forgets its peer and adds it again before its window (done in
-    # the window, the removal raced netdoctor's reading of the peers), so its next packet, a
-    # ping in the window, starts a handshake whose response falls in it; A's diagnose times it.
+    # wgpath_renew CASE: both ends forget their peer and add it again before A's window (done
+    # in the window, the removal raced netdoctor's reading of the peers), so A's next packet,
+    # a ping in the window, starts a handshake whose response falls in it; A's diagnose times
+    # it. B forgets too: with its old session B would send a keepalive A cannot read and,
+    # hearing nothing back for 15 s, start a handshake of its own, before A's window when
+    # netdoctor takes that long to start (a loaded TCG guest did).
     wgpath_renew() {
+        in_gb wg set ndgwb$T peer "$GKA" remove
+        in_gb wg set ndgwb$T peer "$GKA" allowed-ips 10.62.0.1/32 endpoint 10.61.0.1:51821
         in_ga wg set ndgwa$T peer "$GKB" remove
         in_ga wg set ndgwa$T peer "$GKB" allowed-ips 10.62.0.2/32 endpoint 10.61.0.2:51821
         start_case $1 $GA diagnose ndgwa$T --json --duration 8s --no-probe

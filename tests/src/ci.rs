@@ -5,13 +5,15 @@
 //! `CI` is `true` (or `1`), a missing requirement panics instead, so CI can
 //! never pass by silently skipping.
 //!
+//! A lab test starts with [`lab_guard!`](crate::lab_guard), which returns early (after the
+//! `SKIP:` line) when the lab cannot run here:
+//!
 //! ```no_run
 //! #[test]
-//! fn my_lab_test() {
-//!     if !netdoctor_lab::ci::require_root_or_skip() {
-//!         return;
-//!     }
+//! fn my_lab_test() -> anyhow::Result<()> {
+//!     netdoctor_lab::lab_guard!("iperf3", "nft");
 //!     // ... build a topology ...
+//!     Ok(())
 //! }
 //! ```
 
@@ -95,6 +97,52 @@ pub fn netns_ready(tools: &[&str]) -> bool {
 /// When a requirement is missing and [`is_ci`] is true.
 pub fn lab_ready(tools: &[&str]) -> bool {
     require_bpf_or_skip() && require_tools_or_skip(tools)
+}
+
+/// Returns early from a lab test when the lab cannot run here: prints `SKIP: <reason>` on a
+/// developer machine, panics under `CI=true` (see [`skip`]).
+///
+/// - `lab_guard!()`, `lab_guard!("iperf3", "nft")`: [`lab_ready`] (root, namespaces, BPF)
+///   and the tools named;
+/// - `lab_guard!(tools = TOOLS)`: [`lab_ready`] with a `&[&str]` the test already has;
+/// - `lab_guard!(netns)`, `lab_guard!(netns: "iperf3")`: [`netns_ready`], for a test that
+///   loads no BPF.
+///
+/// The early return is [`Skipped::skipped`]: `()` or `Ok(())`, whichever the test returns.
+#[macro_export]
+macro_rules! lab_guard {
+    (netns $(: $($tool:expr),+ $(,)?)?) => {
+        if !$crate::ci::netns_ready(&[$($($tool),+)?]) {
+            return $crate::ci::Skipped::skipped();
+        }
+    };
+    (tools = $tools:expr) => {
+        if !$crate::ci::lab_ready($tools) {
+            return $crate::ci::Skipped::skipped();
+        }
+    };
+    ($($tool:expr),* $(,)?) => {
+        if !$crate::ci::lab_ready(&[$($tool),*]) {
+            return $crate::ci::Skipped::skipped();
+        }
+    };
+}
+
+/// What a skipped test returns: [`lab_guard!`](crate::lab_guard)'s early return, for tests
+/// returning `()` and tests returning `Result<(), E>`.
+pub trait Skipped {
+    /// The value of a test that did not run.
+    fn skipped() -> Self;
+}
+
+impl Skipped for () {
+    fn skipped() -> Self {}
+}
+
+impl<E> Skipped for Result<(), E> {
+    fn skipped() -> Self {
+        Ok(())
+    }
 }
 
 /// Checks that every program in `tools` is on PATH (e.g.

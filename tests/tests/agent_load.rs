@@ -14,7 +14,7 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::agent::{
     exchange, find_metric, is_closed, parse_metrics, raise_open_files, tail, Agent,
 };
-use netdoctor_lab::{ci, PairTopology};
+use netdoctor_lab::{lab_guard, PairTopology};
 
 /// The agent's header-read (and keep-alive idle) timeout (`daemon::server`).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,9 +112,7 @@ fn drip(
 
 #[test]
 fn the_api_and_the_monitor_outlast_1000_idle_connections_under_the_units_limits() -> Result<()> {
-    if !ci::lab_ready(&["prlimit"]) {
-        return Ok(());
-    }
+    lab_guard!("prlimit");
     let nofile = unit_directive("LimitNOFILE")?;
     let n: u64 = nofile
         .parse()
@@ -220,9 +218,7 @@ fn the_api_and_the_monitor_outlast_1000_idle_connections_under_the_units_limits(
 
 #[test]
 fn at_256_descriptors_idle_connections_never_blind_the_monitor() -> Result<()> {
-    if !ci::lab_ready(&["prlimit"]) {
-        return Ok(());
-    }
+    lab_guard!("prlimit");
     let pair = PairTopology::new(1500)?;
     // A soft limit below the hard one: the agent raises it to 256 at start.
     let agent = Agent::start_wrapped(&pair.a, &["prlimit", "--nofile=200:256"], &["--no-probe"])?;
@@ -243,9 +239,7 @@ fn at_256_descriptors_idle_connections_never_blind_the_monitor() -> Result<()> {
 
 #[test]
 fn an_abandoned_diagnosis_holds_the_slot_until_it_ends() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let pair = PairTopology::new(1500)?;
     let agent = Agent::start(&pair.a, &["--no-probe"])?;
     let path = format!(

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::agent::{Agent, Auth, Reply, DEFAULT_PORT};
-use netdoctor_lab::{ci, Netns, PairTopology};
+use netdoctor_lab::{lab_guard, Netns, PairTopology};
 
 /// Every kind of endpoint: probes, metrics, the dashboard, the API, and the POST.
 const ENDPOINTS: &[(&str, &str)] = &[
@@ -53,9 +53,7 @@ fn expect_no_cors(r: &Reply) -> Result<()> {
 
 #[test]
 fn a_rebound_name_or_a_cross_site_post_is_refused() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let agent = Agent::start(&ns, &["--no-probe"])?;
     let port = DEFAULT_PORT;
@@ -164,9 +162,7 @@ fn a_rebound_name_or_a_cross_site_post_is_refused() -> Result<()> {
 
 #[test]
 fn a_public_listener_answers_its_address_and_allowed_names_only() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let pair = PairTopology::new(1500)?;
     let dir = tempfile::tempdir()?;
     let token = "0123456789abcdef0123456789abcdef";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::netdoctor::{self, Report, EXIT_UNKNOWN};
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{ci, lab_guard, Netns};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -141,9 +141,7 @@ fn bad_duration_exits_3() -> Result<()> {
 /// A bare number is seconds, as for `timeout 5`, `sleep 5`, `iperf3 -t 5`.
 #[test]
 fn bare_numbers_are_seconds() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     for (args, asked) in [
         (
@@ -245,9 +243,7 @@ fn unknown_interface_exits_3() -> Result<()> {
 
 #[test]
 fn flows_on_loopback_prints_the_json_schema() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let out = netdoctor::run(
         Some(&ns),
@@ -304,9 +300,7 @@ fn flows_on_loopback_prints_the_json_schema() -> Result<()> {
 
 #[test]
 fn logs_carry_no_color_codes_when_stderr_is_not_a_terminal() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     // -v: info-level logs ("attached ..."), captured through a pipe as a
     // service manager or `2> file` would.

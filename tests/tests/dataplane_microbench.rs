@@ -23,7 +23,7 @@ use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::bpf::test_run;
 use netdoctor_lab::bpf::{floor, load_floor, prog_info};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
 
 const LO: u32 = 1;
@@ -80,9 +80,7 @@ fn median_ns(
 #[test]
 #[ignore = "a measurement, not a check: run with --ignored --nocapture"]
 fn hot_path_ns_per_run() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let mut storage = MaybeUninit::uninit();
     let dp = Dataplane::load(&mut storage, Options::default()).context("load")?;
     dp.watch(LO, 1500, LinkType::Ether)?;
@@ -270,9 +268,7 @@ fn load_variants(paths: &[String], ifindex: u32, local: Ipv4Addr) -> Result<Vec<
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_ns_per_run() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let Some(paths) = variant_paths() else {
         return Ok(());
     };
@@ -362,9 +358,7 @@ fn objects_under_iperf3() -> Result<()> {
     use netdoctor_lab::bpf::{link_create, StatsGuard};
     use netdoctor_lab::traffic::iperf3_client;
     use netdoctor_lab::{Iperf3Opts, Iperf3Server, PairTopology};
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let Some(paths) = variant_paths() else {
         return Ok(());
     };

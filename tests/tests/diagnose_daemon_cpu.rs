@@ -19,8 +19,8 @@ use netdoctor_lab::agent::Agent;
 use netdoctor_lab::cgroup::CpuQuota;
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{
-    ci, observe, traffic, wg_over_pair, Iperf3Opts, Iperf3Report, Iperf3Server, PairTopology,
-    WgTunnel,
+    lab_guard, observe, traffic, wg_over_pair, Iperf3Opts, Iperf3Report, Iperf3Server,
+    PairTopology, WgTunnel,
 };
 
 const TOOLS: &[&str] = &["wireguard-go", "wg", "iperf3"];
@@ -109,9 +109,7 @@ fn assert_measured(d: &Diagnosis, h: &Held) -> Result<f64> {
 
 #[test]
 fn a_userspace_daemon_at_its_cpu_limit_is_named_with_its_share() -> Result<()> {
-    if !ci::lab_ready(TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TOOLS);
     let h = held()?;
     let (d, report) = h.diagnose_under(None)?;
     let share = assert_measured(&d, &h)?;
@@ -143,9 +141,7 @@ fn a_userspace_daemon_at_its_cpu_limit_is_named_with_its_share() -> Result<()> {
 
 #[test]
 fn the_same_tunnel_at_a_small_fixed_rate_is_not_blamed() -> Result<()> {
-    if !ci::lab_ready(TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TOOLS);
     let h = held()?;
     let (d, _) = h.diagnose_under(Some("5M"))?;
     let share = assert_measured(&d, &h)?;
@@ -165,9 +161,7 @@ fn the_same_tunnel_at_a_small_fixed_rate_is_not_blamed() -> Result<()> {
 /// the next one's start) and reports the same finding.
 #[test]
 fn the_agent_reports_the_daemon_from_its_own_windows() -> Result<()> {
-    if !ci::lab_ready(TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TOOLS);
     let h = held()?;
     let ifname = h.wg.a.ifname().to_owned();
     let agent = Agent::start(

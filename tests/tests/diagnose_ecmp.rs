@@ -29,7 +29,7 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::traffic::{self, Iperf3Opts, Iperf3Report};
 use netdoctor_lab::veth::{create_veth, VethEnd};
-use netdoctor_lab::{ci, observe, Iperf3Server, Netns};
+use netdoctor_lab::{lab_guard, observe, Iperf3Server, Netns};
 use serde_json::Value;
 
 const WINDOW: Duration = Duration::from_secs(3);
@@ -113,9 +113,7 @@ fn carried(d: &Diagnosis) -> Vec<i64> {
 
 #[test]
 fn ecmp_with_layer3_hashing_puts_every_flow_on_one_link() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let lab = TwoLinks::new("0")?;
     let (d, report) = lab.diagnose()?;
     ensure!(report.sent_bytes > 0, "no iperf3 traffic: {:?}", report);
@@ -153,9 +151,7 @@ fn ecmp_with_layer3_hashing_puts_every_flow_on_one_link() -> Result<()> {
 
 #[test]
 fn ecmp_with_layer4_hashing_spreads_the_flows() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let lab = TwoLinks::new("1")?;
     let (d, _) = lab.diagnose()?;
     let bytes = carried(&d);

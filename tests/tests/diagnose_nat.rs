@@ -29,7 +29,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::traffic::{self, PingOpts, PingReport};
-use netdoctor_lab::{ci, observe, LineConfig, LineTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{lab_guard, observe, LineConfig, LineTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
 const WINDOW: Duration = Duration::from_secs(3);
@@ -207,9 +207,7 @@ fn fact<'a>(d: &'a Diagnosis, path: &str) -> &'a Value {
 
 #[test]
 fn road_warrior_gateway_without_masquerade_is_critical_and_names_the_uplink() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let lab = RoadWarrior::new()?;
     let (d, ping) = lab.diagnose()?;
     ensure!(
@@ -252,9 +250,7 @@ fn road_warrior_gateway_without_masquerade_is_critical_and_names_the_uplink() ->
 
 #[test]
 fn road_warrior_gateway_with_masquerade_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let lab = RoadWarrior::new()?;
     lab.masquerade(LineTopology::ROUTER_SERVER_IF)?;
     let (d, ping) = lab.diagnose()?;
@@ -283,9 +279,7 @@ fn road_warrior_gateway_with_masquerade_is_healthy() -> Result<()> {
 /// client side) translates nothing on the uplink: it does not count, and the finding stays.
 #[test]
 fn a_masquerade_on_another_interface_does_not_count() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let lab = RoadWarrior::new()?;
     lab.masquerade(LineTopology::ROUTER_CLIENT_IF)?;
     let (d, ping) = lab.diagnose()?;
@@ -310,9 +304,7 @@ fn a_masquerade_on_another_interface_does_not_count() -> Result<()> {
 /// masquerade, the finding names eth1, where the clients' traffic is routed out; with one
 /// there (the twin), the pings are answered and nothing is found.
 fn uplink_found_by_routing(how: FarSide, target: &str) -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let uplink = LineTopology::ROUTER_SERVER_IF;
     let lab = RoadWarrior::reaching(how)?;
     let (d, ping) = lab.diagnose_pinging(target)?;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use netdoctor::kernel::packet::{Dataplane, LinkType, Options, ProgramKind};
 use netdoctor_lab::bpf::{maps, test_run};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
 
 const LO: u32 = 1;
@@ -140,9 +140,7 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
 #[test]
 #[ignore = "a benchmark: prints figures (run with --ignored --nocapture)"]
 fn flow_table_at_10k_100k_1m() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("flow table scale on {cpus} CPUs (test runs pinned to each CPU in turn to fill it)");
     for flows in [10_000, 100_000, 1_048_576] {

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::{
-    ci, loss, stats, traffic, veth, Direction, Iperf3Opts, Iperf3Server, LineConfig, LineTopology,
-    Netns, PacketLoss, PairTopology, PingOpts, WgConfig, WgTunnel,
+    lab_guard, loss, stats, traffic, veth, Direction, Iperf3Opts, Iperf3Server, LineConfig,
+    LineTopology, Netns, PacketLoss, PairTopology, PingOpts, WgConfig, WgTunnel,
 };
 
 fn netns_listed(name: &str) -> Result<bool> {
@@ -19,9 +19,7 @@ fn netns_listed(name: &str) -> Result<bool> {
 
 #[test]
 fn veth_ping_and_mtu_between_namespaces() -> Result<()> {
-    if !ci::netns_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!(netns: "ping");
     let pair = PairTopology::new(1400)?;
     assert_eq!(pair.a.mtu(PairTopology::IFNAME)?, 1400);
     let before = pair.a.interface_stats(PairTopology::IFNAME)?;
@@ -57,9 +55,7 @@ fn veth_ping_and_mtu_between_namespaces() -> Result<()> {
 
 #[test]
 fn run_errors_carry_stderr_and_setns_thread_works() -> Result<()> {
-    if !ci::netns_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!(netns);
     let ns = Netns::new()?;
     let err = ns
         .run(&["ip", "link", "show", "dev", "nosuchdev0"])
@@ -79,9 +75,7 @@ fn run_errors_carry_stderr_and_setns_thread_works() -> Result<()> {
 
 #[test]
 fn host_veth_end_is_removed_on_drop() -> Result<()> {
-    if !ci::netns_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!(netns);
     let ns = Netns::new()?;
     let host_name = {
         let link = veth::create_veth(
@@ -99,9 +93,7 @@ fn host_veth_end_is_removed_on_drop() -> Result<()> {
 
 #[test]
 fn wireguard_go_tunnel_handshake_ping_iperf3() -> Result<()> {
-    if !ci::netns_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!(netns: "wireguard-go", "wg", "iperf3", "ping");
     let pair = PairTopology::new(1500)?;
     let wg = WgTunnel::new(
         &pair.a,
@@ -138,9 +130,7 @@ fn wireguard_go_tunnel_handshake_ping_iperf3() -> Result<()> {
 
 #[test]
 fn line_forwarding_with_nft_loss_shows_retransmits() -> Result<()> {
-    if !ci::netns_ready(&["iperf3", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!(netns: "iperf3", "nft", "ping");
     let line = LineTopology::new(&LineConfig {
         client_link_mtu: 1500,
         server_link_mtu: 1400,
@@ -190,9 +180,7 @@ fn line_forwarding_with_nft_loss_shows_retransmits() -> Result<()> {
 
 #[test]
 fn forwarding_disabled_blocks_routed_traffic() -> Result<()> {
-    if !ci::netns_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!(netns: "ping");
     let line = LineTopology::new(&LineConfig {
         forwarding: false,
         ..LineConfig::default()
@@ -215,9 +203,7 @@ fn forwarding_disabled_blocks_routed_traffic() -> Result<()> {
 
 #[test]
 fn teardown_leaves_nothing_behind_even_on_panic() -> Result<()> {
-    if !ci::netns_ready(&["wireguard-go", "wg", "nft", "sleep"]) {
-        return Ok(());
-    }
+    lab_guard!(netns: "wireguard-go", "wg", "nft", "sleep");
     let mut names = Vec::new();
     let mut sockets = Vec::new();
     let mut pids = Vec::new();

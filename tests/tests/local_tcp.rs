@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor::{Report, Watch};
 use netdoctor_lab::{
-    ci, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, PacketLoss, PairTopology,
+    lab_guard, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, PacketLoss, PairTopology,
 };
 
 /// Segment payload on a 1500-byte link with TCP timestamps.
@@ -108,9 +108,7 @@ fn socket_bytes_received(run: &Run) -> Result<u64> {
 
 #[test]
 fn local_connections_are_counted_per_interface_and_described_by_their_sockets() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let local = run(false, &[], 0)?;
     let r = &local.report;
     assert_eq!(r.hook("local_tcp")?, "sockets");
@@ -180,9 +178,7 @@ fn local_connections_are_counted_per_interface_and_described_by_their_sockets() 
 /// sender made (some lost again before b's hook are not seen; collisions may miss some).
 #[test]
 fn local_path_counts_received_retransmissions() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let lossy = run(false, &[], 2)?;
     let sent = lossy
         .iperf

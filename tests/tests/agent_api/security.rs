@@ -6,15 +6,13 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::agent::{Agent, Auth};
 use netdoctor_lab::netdoctor;
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{lab_guard, Netns};
 
 use crate::helpers::{expect_error, interfaces};
 
 #[test]
 fn agent_refuses_a_public_address_without_a_token() -> Result<()> {
-    if !ci::lab_ready(&["ss"]) {
-        return Ok(());
-    }
+    lab_guard!("ss");
     let ns = Netns::new()?;
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("netdoctor.db");
@@ -58,9 +56,7 @@ fn agent_refuses_a_public_address_without_a_token() -> Result<()> {
 
 #[test]
 fn agent_checks_tokens_and_rejects_bad_parameters() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let dir = tempfile::tempdir()?;
     let token = format!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{Agent, Auth};
 use netdoctor_lab::netdoctor;
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{lab_guard, Netns};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
@@ -59,9 +59,7 @@ fn refused(ns: &Netns, path: &Path, parts: &[&str]) -> Result<()> {
 
 #[test]
 fn agent_refuses_a_token_file_another_user_controls_or_may_read() -> Result<()> {
-    if !ci::lab_ready(&["ss"]) {
-        return Ok(());
-    }
+    lab_guard!("ss");
     let ns = Netns::new()?;
     let dir = tempfile::tempdir()?;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
@@ -87,9 +85,7 @@ fn agent_refuses_a_token_file_another_user_controls_or_may_read() -> Result<()> 
 /// 0440 and of the group `fsGroup` names: the agent starts and the token opens the API.
 #[test]
 fn agent_reads_a_token_from_a_secret_volume() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let volume = tempfile::tempdir()?;
     let v = volume.path();

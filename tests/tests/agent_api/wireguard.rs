@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Result};
 use netdoctor_lab::agent::{self, Agent, Auth};
 use netdoctor_lab::attached;
-use netdoctor_lab::{ci, traffic, wg_over_pair, Iperf3Opts, Iperf3Server, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, wg_over_pair, Iperf3Opts, Iperf3Server, PairTopology};
 
 use crate::diagnose::diagnose_once_at_a_time;
 use crate::helpers::{expect_error, find, interfaces, now_ms};
@@ -17,9 +17,7 @@ use crate::while_traffic::check_while_traffic_runs;
 
 #[test]
 fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {
-    if !ci::lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "iperf3", "wireguard-go", "wg");
     let (pair, wg) = wg_over_pair(UNDERLAY_MTU, WG_MTU)?;
     let _server = Iperf3Server::start(&pair.b, 5201)?;
     let agent = Agent::start(&pair.a, &["--no-probe"])?;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::attached;
-use netdoctor_lab::{ci, traffic, BgProcess, Netns, PairTopology, PingOpts, WgInterface};
+use netdoctor_lab::{lab_guard, traffic, BgProcess, Netns, PairTopology, PingOpts, WgInterface};
 use serde_json::Value;
 
 use crate::helpers::{listed, now_ms};
@@ -73,9 +73,7 @@ fn restart_wireguard(
 
 #[test]
 fn agent_follows_a_tunnel_that_disappears_and_comes_back() -> Result<()> {
-    if !ci::lab_ready(&["ping", "wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "wireguard-go", "wg");
     let (pair, mut wg) = mtu_lab(FITTING_MTU)?;
     let ns = &pair.a;
     let name = wg.a.ifname().to_owned();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::{self, tail, Agent};
-use netdoctor_lab::{ci, netdoctor, Netns, PairTopology};
+use netdoctor_lab::{lab_guard, netdoctor, Netns, PairTopology};
 
 use crate::helpers::{now_ms, open_store};
 
@@ -77,9 +77,7 @@ fn wait_refused(agent: &mut Agent) -> Result<i32> {
 
 #[test]
 fn agent_refuses_a_forged_wal_with_exit_3_and_starts_once_fixed() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     // The user owns the database's directory and wrote the WAL; the database is root's.
     let dir = private_dir()?;
@@ -131,9 +129,7 @@ fn agent_refuses_a_forged_wal_with_exit_3_and_starts_once_fixed() -> Result<()> 
 
 #[test]
 fn agent_exits_3_on_a_damaged_database() -> Result<()> {
-    if !ci::netns_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!(netns);
     let ns = Netns::new()?;
     let dir = private_dir()?;
     let db = dir.path().join("netdoctor.db");
@@ -245,9 +241,7 @@ fn store_metrics(agent: &Agent) -> Result<(f64, f64)> {
 
 #[test]
 fn a_full_file_system_is_said_once_shown_by_readyz_and_leaves_the_database_intact() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let pair = PairTopology::new(1500)?;
     let fs = Tmpfs::mount("4M")?;
     let db = fs.path().join("netdoctor.db");

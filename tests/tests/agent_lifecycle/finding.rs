@@ -4,16 +4,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{self, Agent};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 
 use crate::helpers::{finding_metric, now_ms, with_id};
 use crate::lab::{mtu_lab, EXCEEDS, FITTING_MTU, OVERSIZED_MTU, SETTLE, UNDERLAY_MTU};
 
 #[test]
 fn agent_finding_opens_once_and_resolves_when_the_mtu_is_fixed() -> Result<()> {
-    if !ci::lab_ready(&["ping", "wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "wireguard-go", "wg");
     let (pair, wg) = mtu_lab(FITTING_MTU)?;
     let ns = &pair.a;
     let name = wg.a.ifname();

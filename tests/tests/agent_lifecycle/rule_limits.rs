@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
-use netdoctor_lab::{ci, PairTopology};
+use netdoctor_lab::{lab_guard, PairTopology};
 
 use crate::helpers::with_id;
 use crate::lab::SETTLE;
@@ -26,9 +26,7 @@ fn write_rule(dir: &Path, id: &str, condition: &str) -> Result<()> {
 
 #[test]
 fn agent_evaluates_the_largest_accepted_rules_and_refuses_larger_ones() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let eth0 = PairTopology::IFNAME;

@@ -6,7 +6,7 @@ use ::netdoctor::daemon::store::{FindingQuery, SampleQuery, StateFilter};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::attached;
-use netdoctor_lab::{ci, traffic, PairTopology, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, PairTopology, PingOpts};
 use serde_json::Value;
 
 use crate::helpers::{open_store, with_id};
@@ -14,9 +14,7 @@ use crate::lab::{mtu_lab, EXCEEDS, OVERSIZED_MTU, SETTLE};
 
 #[test]
 fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() -> Result<()> {
-    if !ci::lab_ready(&["ping", "wireguard-go", "wg", "tc"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "wireguard-go", "wg", "tc");
     let (pair, wg) = mtu_lab(OVERSIZED_MTU)?;
     let ns = &pair.a;
     let name = wg.a.ifname();

@@ -5,16 +5,14 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::attached;
-use netdoctor_lab::{ci, PairTopology};
+use netdoctor_lab::{lab_guard, PairTopology};
 
 use crate::helpers::{listed, open_store};
 use crate::lab::SETTLE;
 
 #[test]
 fn agent_exits_cleanly_on_sigterm() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let eth0 = PairTopology::IFNAME;

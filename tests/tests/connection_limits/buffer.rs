@@ -1,7 +1,7 @@
 //! The send buffer: a sender whose tcp_wmem caps it far below what the path carries.
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 
 use crate::{num, server, text, Path};
 
@@ -10,9 +10,7 @@ const SMALL_WMEM: &str = "4096 16384 65536";
 
 #[test]
 fn a_small_send_buffer_caps_each_stream_and_names_this_hosts_tcp_wmem() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let path = Path::new(None, Some(SMALL_WMEM))?;
     let (d, _) = path.diagnose(|| path.iperf(4, &[]))?;
     d.expect_limited(&server(), "send_buffer", 4)?;

@@ -2,8 +2,8 @@
 //! and its twins.
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::ci;
 use netdoctor_lab::delay::DelayLine;
+use netdoctor_lab::lab_guard;
 use serde_json::Value;
 
 use crate::{num, server, text, Path, B_IP, LIMITS, WINDOW_SECS};
@@ -15,9 +15,7 @@ const SMALL_RMEM: &str = "4096 16384 65536";
 
 #[test]
 fn a_small_receive_buffer_caps_each_stream_and_names_the_receivers_tcp_rmem() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let path = Path::new(Some(SMALL_RMEM), None)?;
     let (d, report) = path.diagnose(|| path.iperf(4, &[]))?;
     d.expect_limited(&server(), "receiver_window", 4)?;
@@ -73,9 +71,7 @@ fn a_small_receive_buffer_caps_each_stream_and_names_the_receivers_tcp_rmem() ->
 
 #[test]
 fn an_application_limited_sender_behind_the_same_window_is_not_blamed_on_it() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let path = Path::new(Some(SMALL_RMEM), None)?;
     // 2 Mbit/s per stream in 16 KiB writes: below the window's ceiling.
     let (d, _) = path.diagnose(|| path.iperf(4, &["-b", "2M", "-l", "16K"]))?;
@@ -86,9 +82,7 @@ fn an_application_limited_sender_behind_the_same_window_is_not_blamed_on_it() ->
 
 #[test]
 fn default_buffers_on_the_same_path_raise_no_window_finding() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let path = Path::new(None, None)?;
     let (d, _) = path.diagnose(|| path.iperf(4, &[]))?;
     ensure!(d.data_flows_to(&server()).len() == 4, "{}", d.describe());
@@ -99,9 +93,7 @@ fn default_buffers_on_the_same_path_raise_no_window_finding() -> Result<()> {
 /// `netdoctor flows --json` of the sender: every connection has a limit and a share.
 #[test]
 fn flows_json_gives_every_connection_its_limit_and_share() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let path = Path::new(Some(SMALL_RMEM), None)?;
     let duration = format!("{WINDOW_SECS}");
     let (out, _) = std::thread::scope(|s| -> Result<_> {

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{lab_guard, Netns};
 
 use crate::{diagnose, expect_note, notes, Daemon};
 use crate::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL};
@@ -16,9 +16,7 @@ const MIXED: &str = "real uid 65534, effective uid 0, saved uid 0";
 
 #[test]
 fn a_setuid_program_named_like_a_daemon_is_not_roots() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let files = tempfile::tempdir()?;
     std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))?;

@@ -1,16 +1,14 @@
 //! TUN/TAP daemons another user runs or controls the files of: never run, never read.
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{lab_guard, Netns};
 
 use crate::{diagnose, expect_note, notes, null_config, own, Daemon};
 use crate::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL, USER};
 
 #[test]
 fn a_users_tinc_binary_is_never_run() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let mut daemon = Daemon::start(&ns, "tincd", USER, USER, &[])?;
     let d = diagnose(&ns, &daemon.ifname)?;
@@ -27,9 +25,7 @@ fn a_users_tinc_binary_is_never_run() -> Result<()> {
 
 #[test]
 fn a_fastd_configuration_a_user_controls_is_not_read() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let files = tempfile::tempdir()?;
 

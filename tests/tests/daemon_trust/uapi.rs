@@ -7,7 +7,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::{ci, netdoctor, observe, BgProcess, Netns};
+use netdoctor_lab::{lab_guard, netdoctor, observe, BgProcess, Netns};
 
 use crate::{diagnose, expect_note, own, USER};
 
@@ -53,9 +53,7 @@ impl Drop for FakeUapi {
 
 #[test]
 fn a_wireguard_socket_a_user_owns_is_not_believed() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     // Names of UAPI sockets are global: unique across the host, and not `ndwg…`, whose
     // sockets other lab runs remove when they take them for a dead run's.
@@ -133,9 +131,7 @@ impl Drop for Remove {
 
 #[test]
 fn a_wireguard_socket_another_user_listens_on_is_not_believed() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let (name, path) = tun(&ns, "l")?;
     let _cleanup = Remove(path.clone());
@@ -208,9 +204,7 @@ fn a_wireguard_socket_another_user_listens_on_is_not_believed() -> Result<()> {
 
 #[test]
 fn a_stuck_or_endless_wireguard_socket_costs_seconds_and_bounded_memory() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let ns = Netns::new()?;
     let (name, path) = tun(&ns, "s")?;
     let _cleanup = Remove(path.clone());

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use netdoctor_lab::netdoctor::{Flow, Watch};
 use netdoctor_lab::{
-    ci, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
+    lab_guard, stats, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
     LineTopology, PacketLoss,
 };
 
@@ -11,9 +11,7 @@ use crate::helpers::{ip, iperf3_local_port, one_flow};
 
 #[test]
 fn forwarded_tcp_retransmissions_follow_loss() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = LineTopology::new(&LineConfig::default())?;
     // Segments the router receives out of order count as seen before too
     // (reordered, not resent). This test is about resent data, so the

@@ -2,15 +2,13 @@
 
 use anyhow::{Context, Result};
 use netdoctor_lab::netdoctor::Watch;
-use netdoctor_lab::{ci, stats, traffic, LineConfig, LineTopology, PingOpts};
+use netdoctor_lab::{lab_guard, stats, traffic, LineConfig, LineTopology, PingOpts};
 
 use crate::helpers::{ip, one_flow};
 
 #[test]
 fn icmp_frag_needed_is_attributed_to_the_router() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let line = LineTopology::new(&LineConfig {
         server_link_mtu: 1400,
         ..LineConfig::default()

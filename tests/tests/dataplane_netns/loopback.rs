@@ -2,15 +2,13 @@
 
 use anyhow::Result;
 use netdoctor_lab::netdoctor::Watch;
-use netdoctor_lab::{ci, traffic, Netns, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, Netns, PingOpts};
 
 use crate::helpers::{ip, one_flow};
 
 #[test]
 fn loopback_traffic_is_parsed_as_ip() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let ns = Netns::new()?;
     let kernel_before = ns.interface_stats("lo")?;
     let watch = Watch::start(&ns, &["flows", "lo", "--duration", "60s", "--json"])?;

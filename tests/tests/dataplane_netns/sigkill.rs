@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use netdoctor_lab::attached::{attached, wait_nothing_attached, Attached};
 use netdoctor_lab::netdoctor::{self, Watch};
-use netdoctor_lab::{ci, traffic, Netns, PairTopology, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, Netns, PairTopology, PingOpts};
 use nix::sys::signal::Signal;
 
 use crate::helpers::{add_foreign_filter, has_clsact, ip, our_filters, start, IF};
@@ -25,9 +25,7 @@ fn kill9(watch: &mut Watch) -> Result<()> {
 
 #[test]
 fn sigkill_leaves_no_link_attachment() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let ifname = PairTopology::IFNAME;
@@ -70,9 +68,7 @@ fn sigkill_leaves_no_link_attachment() -> Result<()> {
 
 #[test]
 fn sigkill_netlink_leftovers_are_swept_at_next_start() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let ifname = PairTopology::IFNAME;
@@ -157,9 +153,7 @@ fn sigkill_netlink_leftovers_are_swept_at_next_start() -> Result<()> {
 }
 #[test]
 fn sweep_spares_a_running_netlink_netdoctor() -> Result<()> {
-    if !ci::lab_ready(&["tc", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("tc", "ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let ifname = PairTopology::IFNAME;
@@ -242,9 +236,7 @@ fn killed_netlink_run(ns: &Netns) -> Result<Attached> {
 
 #[test]
 fn the_sweep_removes_a_killed_netdoctors_clsact_only_when_empty() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let sweep = || {
@@ -320,9 +312,7 @@ fn our_handles(ns: &Netns, n: usize) -> Result<[Vec<String>; 2]> {
 
 #[test]
 fn the_sweep_removes_leftovers_at_every_handle_and_spares_a_live_one() -> Result<()> {
-    if !ci::lab_ready(&["tc", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("tc", "ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let sweep = || -> Result<String> {

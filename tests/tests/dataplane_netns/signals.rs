@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::attached::{attached, Attached};
-use netdoctor_lab::{ci, BgProcess, Netns, PairTopology};
+use netdoctor_lab::{lab_guard, BgProcess, Netns, PairTopology};
 use nix::sys::signal::Signal;
 
 use crate::helpers::{add_foreign_filter, has_clsact, start, IF};
@@ -76,9 +76,7 @@ fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
 
 #[test]
 fn sigint_and_sigterm_detach_netlink_attachments_and_exit_130_143() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     // tc ingress and egress filters on a clsact netdoctor creates.
@@ -117,9 +115,7 @@ fn sigint_and_sigterm_detach_netlink_attachments_and_exit_130_143() -> Result<()
 
 #[test]
 fn a_clsact_that_was_there_before_stays_after_sigint() -> Result<()> {
-    if !ci::lab_ready(&["tc"]) {
-        return Ok(());
-    }
+    lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     // Someone else's clsact, with their filter on it.

@@ -13,7 +13,7 @@ use netdoctor::kernel::packet::{Dataplane, IngressHook, LinkType, Options, Targe
 use netdoctor::kernel::views::Direction;
 use netdoctor::kernel::{AttachMethod, XdpMode};
 use netdoctor_lab::attached::{attached, ifindex};
-use netdoctor_lab::{ci, traffic, Netns, PairTopology, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, Netns, PairTopology, PingOpts};
 
 use crate::helpers::{has_clsact, ip, our_filters, IF};
 
@@ -81,9 +81,7 @@ fn target(ns: &Netns) -> Result<Target> {
 
 #[test]
 fn two_netlink_dataplanes_on_one_veth_keep_their_own_filters() -> Result<()> {
-    if !ci::lab_ready(&["tc", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("tc", "ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let iface = target(ns)?;
@@ -134,9 +132,7 @@ fn two_netlink_dataplanes_on_one_veth_keep_their_own_filters() -> Result<()> {
 
 #[test]
 fn a_second_dataplane_counts_with_tc_where_the_first_has_xdp() -> Result<()> {
-    if !ci::lab_ready(&["tc", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("tc", "ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     let iface = target(ns)?;

@@ -4,15 +4,13 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::netdoctor::Watch;
-use netdoctor_lab::{ci, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts};
 
 use crate::helpers::{assert_close, ip, iperf3_local_port, one_flow};
 
 #[test]
 fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
-    if !ci::lab_ready(&["ping", "iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "iperf3");
     let pair = PairTopology::new(1500)?;
     let ifname = PairTopology::IFNAME;
     let mtu = u64::from(pair.a.mtu(ifname)?);

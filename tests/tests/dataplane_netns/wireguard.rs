@@ -4,16 +4,14 @@
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{
-    ci, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts, WgConfig, WgTunnel,
+    lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts, WgConfig, WgTunnel,
 };
 
 use crate::helpers::{ip, iperf3_local_port, one_flow};
 
 #[test]
 fn wireguard_underlay_and_inner_flows() -> Result<()> {
-    if !ci::lab_ready(&["ping", "iperf3", "wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "iperf3", "wireguard-go", "wg");
     let pair = PairTopology::new(1500)?;
     let ifname = PairTopology::IFNAME;
     // Watch the underlay before the tunnel exists, so the handshake happens

@@ -8,7 +8,7 @@ use anyhow::Result;
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, TunnelPort};
 use netdoctor::kernel::views::Encap;
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::expect::Expect;
@@ -218,9 +218,7 @@ fn ip_protocol_tunnels(dp: &Dataplane<'_>) -> Result<()> {
 
 #[test]
 fn user_tunnel_ports() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let other = |port| TunnelPort {
         port,
         encap: Encap::Other,
@@ -299,9 +297,7 @@ fn user_tunnel_ports() -> Result<()> {
 /// protocol.
 #[test]
 fn encapsulations() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

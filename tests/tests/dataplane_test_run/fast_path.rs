@@ -9,7 +9,7 @@ use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, TunnelPort};
 use netdoctor::kernel::views::{Direction, Encap};
 use netdoctor_lab::bpf::test_run::skb_ctx;
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Ipv6, Tcp};
 use netdoctor_lab::packet::random::{random_frame, random_l4, Rng};
 
@@ -125,9 +125,7 @@ fn flows_untimed(dp: &Dataplane<'_>) -> Result<Vec<Flow>> {
 /// largest segment, retransmissions, encapsulation, WireGuard messages) must be equal.
 #[test]
 fn fast_path_agrees_with_stages() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     const RUNS: usize = 6_000;
     const MTU: u32 = 1400;
     for (link, raw_ip) in [(LinkType::Ether, false), (LinkType::RawIp, true)] {

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use netdoctor::kernel::packet::{Dataplane, Options};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::expect::Expect;
@@ -181,9 +181,7 @@ fn ipv6_atomic_fragment_is_not_a_fragment(dp: &Dataplane<'_>) -> Result<()> {
 /// IPv4 and IPv6 fragments.
 #[test]
 fn fragments_first_and_later() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

@@ -8,8 +8,8 @@ use anyhow::{ensure, Context, Result};
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::bpf::test_run::XDP_PASS;
-use netdoctor_lab::ci;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
+use netdoctor_lab::{ci, lab_guard};
 
 use crate::expect::Expect;
 use crate::harness::{
@@ -335,9 +335,7 @@ fn watching_again_repairs_the_slot_mapping(dp: &Dataplane<'_>) -> Result<()> {
 /// after the slot mapping was cleared.
 #[test]
 fn hooks_verdicts_and_refused_inputs() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use netdoctor::kernel::packet::{Dataplane, Options};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::expect::Expect;
@@ -162,9 +162,7 @@ fn icmp_protocols_only_in_their_ip_version(dp: &Dataplane<'_>) -> Result<()> {
 /// ICMP fragmentation needed and ICMPv6 packet too big.
 #[test]
 fn icmp_too_big_messages() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

@@ -16,7 +16,7 @@ use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor::kernel::views::Direction;
 use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
-use netdoctor_lab::{ci, Netns};
+use netdoctor_lab::{ci, lab_guard, Netns};
 
 use crate::harness::{
     counters, dir_of, pin, run, run_cases, tcp_seg, two_cpus, unpin, Case, ETHER_1500,
@@ -195,9 +195,7 @@ fn random_never_invents(dp: &Dataplane<'_>) -> Result<()> {
 
 #[test]
 fn local_path_retransmission_check() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     if !two_cpus() {
         ci::skip("the local path's cross-CPU cases need CPUs 0 and 1");
         return Ok(());

@@ -9,7 +9,7 @@ use netdoctor::kernel::packet::counters::{DirCounters, SIZE_BUCKET_BOUNDS};
 use netdoctor::kernel::packet::flows::Flow;
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::netdoctor::DirCounters as LabDirCounters;
 use netdoctor_lab::packet::model::{Model, Outcome};
 use netdoctor_lab::packet::random::{random_frame, Rng};
@@ -206,9 +206,7 @@ fn randomised_batch(dp: &Dataplane<'_>, kind: ProgramKind, raw_ip: bool, seed: u
 /// seeded and deterministic.
 #[test]
 fn randomised_batches_match_model() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     with_dp(Options::default(), 1400, LinkType::Ether, |dp| {
         randomised_batch(dp, ProgramKind::XdpIngress, false, 0x5eed_0001)?;
         randomised_batch(dp, ProgramKind::TcIngress, false, 0x5eed_0002)?;

@@ -7,7 +7,7 @@ use netdoctor::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options};
 use netdoctor_lab::bpf::test_run::skb_ctx;
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
 
 use crate::expect::Expect;
@@ -324,9 +324,7 @@ fn gso_super_packets_from_skb_context(dp: &Dataplane<'_>) -> Result<()> {
 /// SYN MSS, TCP flags, max segment, passive retransmission detection.
 #[test]
 fn tcp_mss_flags_and_retransmits() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[
@@ -343,9 +341,7 @@ fn tcp_mss_flags_and_retransmits() -> Result<()> {
 /// Size histogram boundaries, DF over MTU, GSO segment accounting.
 #[test]
 fn sizes_mtu_and_gso() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

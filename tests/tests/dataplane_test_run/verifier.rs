@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::query::ProgInfoIter;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 
 use crate::harness::PROGRAMS;
 
@@ -25,9 +25,7 @@ fn prog_id(dp: &Dataplane<'_>, kind: ProgramKind) -> Result<u32> {
 /// its global functions) stays below [`VERIFIER_BUDGET`].
 #[test]
 fn verifier_budget() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     let mut storage = MaybeUninit::uninit();
     let start = std::time::Instant::now();
     let dp = Dataplane::load(&mut storage, Options::default()).context("load data plane")?;

@@ -10,7 +10,7 @@ use anyhow::{ensure, Context, Result};
 use netdoctor::kernel::packet::wg_path::{Role, WgSession};
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::bpf::test_run::skb_ctx;
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
 use netdoctor_lab::packet::wg_model::WgModel;
@@ -255,9 +255,7 @@ fn handshakes_and_their_answers(dp: &Dataplane<'_>) -> Result<()> {
 
 #[test]
 fn wireguard_sessions_and_handshakes() -> Result<()> {
-    if !ci::lab_ready(&[]) {
-        return Ok(());
-    }
+    lab_guard!();
     run_cases(
         Options::default(),
         &[

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, Direction, Iperf3Report, Iperf3Server, PacketLoss, PairTopology};
+use netdoctor_lab::{lab_guard, Direction, Iperf3Report, Iperf3Server, PacketLoss, PairTopology};
 use serde_json::Value;
 
 use crate::report::{as_bool, as_f64, as_i64, as_str, get, short, WarningsOnly};
@@ -65,9 +65,7 @@ fn cubic_scenario(pair: &PairTopology, cc: &str, lossy: bool) -> Result<(Diagnos
 
 #[test]
 fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let pair = PairTopology::new(1500)?;
     let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
     let loss = PacketLoss::add(
@@ -139,9 +137,7 @@ fn cubic_on_lossy_path_is_found_and_names_the_connection() -> Result<()> {
 
 #[test]
 fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let pair = PairTopology::new(1500)?;
     let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
     let _loss = PacketLoss::add(
@@ -172,9 +168,7 @@ fn cubic_on_lossy_path_is_absent_with_bbr_on_the_same_loss() -> Result<()> {
 
 #[test]
 fn cubic_without_loss_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let pair = PairTopology::new(1500)?;
     let _server = Iperf3Server::start(&pair.b, IPERF_PORT)?;
     let (d, _) = cubic_scenario(&pair, "cubic", false)?;

@@ -3,7 +3,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, LineConfig, LineTopology, PingReport};
+use netdoctor_lab::{lab_guard, LineConfig, LineTopology, PingReport};
 
 use crate::report::{as_bool, as_i64, get, short};
 use crate::scenario::{diagnose_during, mostly_answered, ping_window, PING_WINDOW_SECS};
@@ -24,9 +24,7 @@ fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, PingReport)> {
 
 #[test]
 fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let (d, ping) = forwarding_scenario(false)?;
     ensure!(
         ping.transmitted > 0 && ping.received == 0,
@@ -53,9 +51,7 @@ fn forwarding_disabled_on_the_gateway_is_critical() -> Result<()> {
 
 #[test]
 fn forwarding_enabled_on_the_gateway_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let (d, ping) = forwarding_scenario(true)?;
     ensure!(
         mostly_answered(&ping),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor;
-use netdoctor_lab::{ci, Direction, PacketLoss, PairTopology};
+use netdoctor_lab::{lab_guard, Direction, PacketLoss, PairTopology};
 use serde_json::Value;
 
 use crate::report::{as_bool, get};
@@ -17,9 +17,7 @@ use crate::report::{as_bool, get};
 /// re-testing the size that passed; loss is 40 % here to make a regression near-certain.
 #[test]
 fn probe_does_not_mistake_random_loss_for_a_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["nft"]) {
-        return Ok(());
-    }
+    lab_guard!("nft");
     let pair = PairTopology::new(1500)?;
     let _loss = PacketLoss::add(&pair.b, PairTopology::IFNAME, Direction::Ingress, 40)?;
     let mut wrong = Vec::new();

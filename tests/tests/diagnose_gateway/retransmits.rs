@@ -3,7 +3,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, Direction, Iperf3Server, LineConfig, LineTopology, PacketLoss};
+use netdoctor_lab::{lab_guard, Direction, Iperf3Server, LineConfig, LineTopology, PacketLoss};
 
 use crate::report::{as_f64, as_i64, get, short, WarningsOnly};
 use crate::scenario::{diagnose_during, iperf, IPERF_PORT, TCP_WINDOW_SECS};
@@ -51,9 +51,7 @@ fn forwarded_tcp(loss_percent: Option<u8>) -> Result<Diagnosis> {
 
 #[test]
 fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let d = forwarded_tcp(Some(FORWARDED_LOSS_PERCENT))?;
     let finding = d.expect_finding("tcp.high_retransmits", "warning")?;
     let evidence = get(finding, "evidence")?;
@@ -72,9 +70,7 @@ fn high_retransmits_on_a_forwarded_lossy_path() -> Result<()> {
 
 #[test]
 fn forwarded_path_without_loss_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let d = forwarded_tcp(None)?;
     d.expect_healthy()?;
     Ok(())

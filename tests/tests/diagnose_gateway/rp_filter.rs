@@ -3,7 +3,7 @@
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, stats, LineConfig, LineTopology, Netns};
+use netdoctor_lab::{lab_guard, stats, LineConfig, LineTopology, Netns};
 
 use crate::report::{as_i64, get, short};
 use crate::scenario::{diagnose_during, PING_WINDOW_SECS};
@@ -73,9 +73,7 @@ fn rp_filter_scenario(mode: &str) -> Result<(Diagnosis, u64)> {
 
 #[test]
 fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
-    if !ci::lab_ready(&["ping", "sysctl"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "sysctl");
     let (d, echos) = rp_filter_scenario("1")?;
     ensure!(
         echos == 0,
@@ -103,9 +101,7 @@ fn strict_rp_filter_with_asymmetric_routing_is_critical() -> Result<()> {
 
 #[test]
 fn loose_rp_filter_with_asymmetric_routing_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["ping", "sysctl"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "sysctl");
     let (d, echos) = rp_filter_scenario("2")?;
     ensure!(
         echos > 0,

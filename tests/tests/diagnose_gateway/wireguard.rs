@@ -3,7 +3,7 @@
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, PairTopology, WgConfig, WgInterface, WgTunnel};
+use netdoctor_lab::{lab_guard, PairTopology, WgConfig, WgInterface, WgTunnel};
 use serde_json::Value;
 
 use crate::report::{as_i64, as_str, get, short};
@@ -26,9 +26,7 @@ fn peer<'a>(d: &'a Diagnosis, key: &str) -> Result<&'a Value> {
 
 #[test]
 fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     let pair = PairTopology::new(1500)?;
     // b listens on the endpoint but does not know a's public key: it drops every
     // initiation, as with a wrong key on either side.
@@ -92,9 +90,7 @@ fn wireguard_peer_that_never_answers_is_critical() -> Result<()> {
 
 #[test]
 fn wireguard_working_tunnel_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     let pair = PairTopology::new(1500)?;
     let wg = WgTunnel::new(
         &pair.a,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::bridge::GuestBridge;
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, traffic, Iperf3Server, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology};
 use serde_json::Value;
 
 use crate::report::{diagnose_with, expect_evidence, str_or, MtuChecks, TWIN_RATE};
@@ -80,9 +80,7 @@ fn expect_mismatch(d: &Diagnosis) -> Result<()> {
 
 #[test]
 fn guests_at_1500_bridged_onto_vxlan_1450_are_named_and_the_clamp_fixes_tcp() -> Result<()> {
-    if !ci::lab_ready(&["ping", "iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "iperf3", "nft");
     let lab = BridgedVxlan::new(1500)?;
     let port = lab.diagnose("vx0", 5201, None)?;
     expect_mismatch(&port)?;
@@ -118,9 +116,7 @@ fn guests_at_1500_bridged_onto_vxlan_1450_are_named_and_the_clamp_fixes_tcp() ->
 
 #[test]
 fn guests_at_1450_bridged_onto_vxlan_1450_have_nothing_to_report() -> Result<()> {
-    if !ci::lab_ready(&["ping", "iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("ping", "iperf3");
     let lab = BridgedVxlan::new(1450)?;
     for (iface, port) in [("vx0", 5201), ("br0", 5202)] {
         let d = lab.diagnose(iface, port, Some(TWIN_RATE))?;

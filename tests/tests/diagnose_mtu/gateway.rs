@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, traffic, Iperf3Server, LineConfig, LineTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{
+    lab_guard, traffic, Iperf3Server, LineConfig, LineTopology, WgConfig, WgTunnel,
+};
 use serde_json::Value;
 
 use crate::report::{
@@ -124,9 +126,7 @@ fn expect_gateway_facts(d: &Diagnosis) -> Result<()> {
 
 #[test]
 fn gateway_without_mss_clamping_into_a_1420_tunnel() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft", "ping");
     let gw = Gateway::new()?;
     let d = gw.diagnose()?;
     expect_gateway_facts(&d)?;
@@ -149,9 +149,7 @@ fn gateway_without_mss_clamping_into_a_1420_tunnel() -> Result<()> {
 /// Twin: the same gateway with the clamping rule from the fix.
 #[test]
 fn gateway_with_mss_clamping_is_healthy() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft", "ping");
     let gw = Gateway::new()?;
     gw.clamp()?;
     let d = gw.diagnose()?;
@@ -171,9 +169,7 @@ fn gateway_with_mss_clamping_is_healthy() -> Result<()> {
 /// tunnel: the SYNs still leave it with MSS 1460, and the finding must stay.
 #[test]
 fn gateway_with_clamping_on_another_interface_still_lacks_it() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft", "ping");
     let gw = Gateway::new()?;
     gw.clamp_oifname(LineTopology::ROUTER_CLIENT_IF)?;
     let d = gw.diagnose()?;
@@ -193,9 +189,7 @@ fn gateway_with_clamping_on_another_interface_still_lacks_it() -> Result<()> {
 /// any SYN as evidence; a clamp on another interface exists but does not count.
 #[test]
 fn gateway_without_clamping_warns_with_no_connection_in_the_window() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let gw = Gateway::new()?;
     gw.clamp_oifname(LineTopology::ROUTER_CLIENT_IF)?;
     let d = diagnose_idle(&gw.line.router, gw.wg.a.ifname())?;
@@ -221,9 +215,7 @@ fn gateway_without_clamping_warns_with_no_connection_in_the_window() -> Result<(
 /// Twin: the same idle gateway with the clamp on the tunnel: nothing to report.
 #[test]
 fn gateway_with_clamping_is_healthy_with_no_connection_in_the_window() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let gw = Gateway::new()?;
     gw.clamp()?;
     let d = diagnose_idle(&gw.line.router, gw.wg.a.ifname())?;

@@ -2,7 +2,7 @@
 //! the stalled connection; each beside its twin where PMTUD works.
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, LineTopology};
+use netdoctor_lab::{lab_guard, LineTopology};
 use serde_json::Value;
 
 use crate::hop_path::{blackhole_line, diagnose_bulk_transfer, HOP_MTU};
@@ -10,9 +10,7 @@ use crate::report::{expect_evidence, expect_fix, str_or, MtuChecks, DURATION};
 
 #[test]
 fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = blackhole_line(true)?;
     let d = diagnose_bulk_transfer(&line, None, DURATION, &[])?;
     let f = d.expect("pmtu.blackhole", "critical")?;
@@ -42,9 +40,7 @@ fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> 
 /// Twin: the same path with ICMP allowed; PMTUD works, no blackhole.
 #[test]
 fn working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let line = blackhole_line(false)?;
     let d = diagnose_bulk_transfer(&line, Some("100M"), DURATION, &[])?;
     d.expect_absent("pmtu.blackhole")?;
@@ -70,9 +66,7 @@ fn working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
 /// retransmission timeouts (0.2 + 0.4 + 0.8 + 1.6 s).
 #[test]
 fn pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = blackhole_line(true)?;
     let d = diagnose_bulk_transfer(&line, None, "5s", &["--no-probe"])?;
     ensure!(
@@ -94,9 +88,7 @@ fn pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Result<()
 /// Twin of the fallback: PMTUD works, the transfer adapts and moves data.
 #[test]
 fn working_pmtud_without_probe_is_no_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let line = blackhole_line(false)?;
     let d = diagnose_bulk_transfer(&line, Some("100M"), "5s", &["--no-probe"])?;
     ensure!(

@@ -6,7 +6,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, Iperf3Server, LineConfig, LineTopology};
+use netdoctor_lab::{lab_guard, Iperf3Server, LineConfig, LineTopology};
 use serde_json::{json, Value};
 
 use crate::probe_command::probe;
@@ -75,9 +75,7 @@ fn flow_to_server(d: &Diagnosis, pmtu: u32, check: impl Fn(&Value) -> bool) -> b
 
 #[test]
 fn ipv6_probe_command_finds_the_1280_hop_blackholed_or_reported() -> Result<()> {
-    if !ci::lab_ready(&["nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("nft", "ping");
     // Blackhole: sizes above 1280 vanish, nobody reports them.
     let line = blackhole_line6(true)?;
     let p = probe(&line.client, LineTopology::SERVER_IP6)?;
@@ -110,9 +108,7 @@ fn ipv6_probe_command_finds_the_1280_hop_blackholed_or_reported() -> Result<()> 
 
 #[test]
 fn ipv6_pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = blackhole_line6(true)?;
     let d = diagnose_bulk_transfer6(&line, None, DURATION, &[])?;
     let f = d.expect("pmtu.blackhole", "critical")?;
@@ -146,9 +142,7 @@ fn ipv6_pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result
 /// Twin: the same path with the packet-too-big delivered; PMTUD works, no blackhole.
 #[test]
 fn ipv6_working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let line = blackhole_line6(false)?;
     let d = diagnose_bulk_transfer6(&line, Some("100M"), DURATION, &[])?;
     d.expect_absent("pmtu.blackhole")?;
@@ -172,9 +166,7 @@ fn ipv6_working_pmtud_on_the_same_path_is_no_blackhole() -> Result<()> {
 /// Without the probe (`--no-probe`): full-size segments resent in vain, no packet-too-big.
 #[test]
 fn ipv6_pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = blackhole_line6(true)?;
     let d = diagnose_bulk_transfer6(&line, None, "5s", &["--no-probe"])?;
     ensure!(
@@ -195,9 +187,7 @@ fn ipv6_pmtu_blackhole_without_probe_is_seen_in_the_stalled_connection() -> Resu
 /// Twin of the fallback: the packet-too-big arrives, the transfer adapts and moves data.
 #[test]
 fn ipv6_working_pmtud_without_probe_is_no_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3");
     let line = blackhole_line6(false)?;
     let d = diagnose_bulk_transfer6(&line, Some("100M"), "5s", &["--no-probe"])?;
     ensure!(

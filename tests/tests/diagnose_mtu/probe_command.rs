@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor;
-use netdoctor_lab::{ci, LineTopology, Netns, PairTopology};
+use netdoctor_lab::{lab_guard, LineTopology, Netns, PairTopology};
 use serde_json::Value;
 
 use crate::hop_path::{blackhole_line, df_ping, HOP_MTU};
@@ -47,9 +47,7 @@ pub(crate) fn probe(ns: &Netns, target: &str) -> Result<Value> {
 
 #[test]
 fn probe_command_on_blackhole_working_pmtud_and_direct_link() -> Result<()> {
-    if !ci::lab_ready(&["nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("nft", "ping");
     // Blackhole: sizes above 1400 vanish, nobody reports them.
     let line = blackhole_line(true)?;
     let p = probe(&line.client, LineTopology::SERVER_IP)?;
@@ -129,9 +127,7 @@ fn refused(ns: &Netns, target: &str, needles: &[&str], never: &[&str]) -> Result
 
 #[test]
 fn probe_command_says_a_local_address_has_no_path() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     // Loopback and the host's own address: no path; loopback's MTU named, and no word of
@@ -168,9 +164,7 @@ fn probe_command_says_a_local_address_has_no_path() -> Result<()> {
 
 #[test]
 fn probe_command_names_a_broadcast_address() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
     // The /24's broadcast address: why the kernel refuses, and what to probe instead.

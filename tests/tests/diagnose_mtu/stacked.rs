@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::wireguard::{wg_over_pair, WgConfig, WgTunnel};
-use netdoctor_lab::{ci, traffic, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, PairTopology};
 
 use crate::report::{diagnose_idle, expect_evidence, expect_fix, str_or, MtuChecks};
 
@@ -34,9 +34,7 @@ fn vxlan_over_wireguard(wg_mtu: u32, mtu: u32) -> Result<(PairTopology, WgTunnel
 
 #[test]
 fn vxlan_1450_inside_a_1420_wireguard_names_the_chain_and_1370_fits() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     let (pair, wg) = vxlan_over_wireguard(1420, 1450)?;
     let d = diagnose_idle(&pair.a, "vx0")?;
     let chain = format!(
@@ -84,9 +82,7 @@ fn vxlan_1450_inside_a_1420_wireguard_names_the_chain_and_1370_fits() -> Result<
 /// device, which accepts it) does not fit, and 1390 does.
 #[test]
 fn vxlan_inside_a_wireguard_left_at_1500_fits_only_what_the_wireguard_carries() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     let (pair, wg) = vxlan_over_wireguard(1500, 1450)?;
     let d = diagnose_idle(&pair.a, "vx0")?;
     let f = d.expect("mtu.tunnel_exceeds_underlay", "critical")?;
@@ -129,9 +125,7 @@ fn wireguard_over_wireguard(mtu: u32) -> Result<(PairTopology, WgTunnel, WgTunne
 /// inside a 1420 tunnel does not fit and 1360 does.
 #[test]
 fn wireguard_1420_inside_a_1420_wireguard_names_the_chain_and_1360_fits() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     let (pair, outer, inner) = wireguard_over_wireguard(1420)?;
     let d = diagnose_idle(&pair.a, inner.a.ifname())?;
     let chain = format!(

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::{ci, traffic, Iperf3Server, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology};
 use serde_json::Value;
 
 use crate::report::{
@@ -55,9 +55,7 @@ pub(crate) fn vxlan_pair(mtu: u32) -> Result<PairTopology> {
 
 #[test]
 fn vxlan_1500_on_1500_exceeds_and_1450_fits() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let pair = vxlan_pair(1500)?;
     let d = diagnose_idle(&pair.a, "vx0")?;
     let checks: [(&str, Value); 6] = [

@@ -2,7 +2,7 @@
 //! its window plus a second, and measured on demand.
 
 use anyhow::Result;
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 
 use crate::hop_path::{blackhole_line, diagnose_bulk_transfer_timed, HOP_MTU};
 use crate::report::{expect_evidence, MtuChecks};
@@ -14,9 +14,7 @@ use crate::report::{expect_evidence, MtuChecks};
 /// time is printed.
 #[test]
 fn a_confirmed_blackhole_in_5s_ends_within_6s() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let line = blackhole_line(true)?;
     let (d, wall) = diagnose_bulk_transfer_timed(&line, None, "5s", &[])?;
     println!(
@@ -41,9 +39,7 @@ fn a_confirmed_blackhole_in_5s_ends_within_6s() -> Result<()> {
 #[test]
 #[ignore = "a measurement: prints the wall-time distribution of diagnose"]
 fn diagnose_wall_time_distribution() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     for (case, filter_icmp) in [("confirmed blackhole", true), ("working PMTUD", false)] {
         let line = blackhole_line(filter_icmp)?;
         let mut beyond = Vec::with_capacity(WALL_ROUNDS);

@@ -3,7 +3,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, LineTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{lab_guard, LineTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
 use crate::hop_path::{blackhole_line, HOP_MTU};
@@ -52,9 +52,7 @@ impl WgOverHop {
 
 #[test]
 fn wireguard_over_a_1400_hop_exceeds_the_probed_path() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgOverHop::new(false)?;
     let d = lab.diagnose()?;
     let f = d.expect("mtu.tunnel_exceeds_underlay", "critical")?;
@@ -74,9 +72,7 @@ fn wireguard_over_a_1400_hop_exceeds_the_probed_path() -> Result<()> {
 
 #[test]
 fn wireguard_over_a_blackholed_hop() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft");
     let lab = WgOverHop::new(true)?;
     let d = lab.diagnose()?;
     let f = d.expect("pmtu.blackhole", "critical")?;

@@ -5,7 +5,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, LineTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{lab_guard, LineTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
 use crate::pmtu6::{blackhole_line6, HOP_MTU6};
@@ -62,9 +62,7 @@ impl WgOverHop6 {
 
 #[test]
 fn wireguard_over_an_ipv6_1280_hop_exceeds_the_probed_path() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgOverHop6::new(1420)?;
     let d = lab.diagnose()?;
     let f = d.expect("mtu.tunnel_exceeds_underlay", "critical")?;
@@ -84,9 +82,7 @@ fn wireguard_over_an_ipv6_1280_hop_exceeds_the_probed_path() -> Result<()> {
 /// Twin: the tunnel at 1200, whose IPv6 packets are exactly the hop's 1280.
 #[test]
 fn wireguard_1200_over_an_ipv6_1280_hop_fits() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgOverHop6::new(HOP_MTU6 - WG_V6_OVERHEAD)?;
     let d = lab.diagnose()?;
     d.expect_absent("mtu.tunnel_exceeds_underlay")?;

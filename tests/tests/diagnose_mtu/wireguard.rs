@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, traffic, Iperf3Server, PairTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
 use crate::report::{
@@ -103,9 +103,7 @@ fn expect_wg_facts(
 
 #[test]
 fn wireguard_1480_on_1500_exceeds_the_underlay() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgPair::new(1500, 1480, false)?;
     let d = lab.diagnose_idle()?;
     expect_wg_facts(&d, 1480, "ipv4", 60, 1500)?;
@@ -129,9 +127,7 @@ fn wireguard_1480_on_1500_exceeds_the_underlay() -> Result<()> {
 
 #[test]
 fn wireguard_over_ipv6_1440_exceeds_and_1420_fits() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "ping");
     let bad = WgPair::new(1500, 1440, true)?;
     let d = bad.diagnose_loaded(TWIN_RATE)?;
     ensure!(
@@ -168,9 +164,7 @@ fn wireguard_over_ipv6_1440_exceeds_and_1420_fits() -> Result<()> {
 
 #[test]
 fn wireguard_1280_on_1500_is_undersized() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgPair::new(1500, 1280, false)?;
     let d = lab.diagnose_idle()?;
     expect_wg_facts(&d, 1280, "ipv4", 60, 1500)?;
@@ -186,9 +180,7 @@ fn wireguard_1280_on_1500_is_undersized() -> Result<()> {
 
 #[test]
 fn wireguard_1420_on_a_9000_underlay_is_undersized() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg");
     let lab = WgPair::new(9000, 1420, false)?;
     let d = lab.diagnose_idle()?;
     expect_wg_facts(&d, 1420, "ipv4", 60, 9000)?;
@@ -202,9 +194,7 @@ fn wireguard_1420_on_a_9000_underlay_is_undersized() -> Result<()> {
 
 #[test]
 fn wireguard_1480_on_1500_fragments_on_the_underlay_under_load() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3");
     let lab = WgPair::new(1500, 1480, false)?;
     let d = lab.diagnose_loaded(TWIN_RATE)?;
     let f = d.expect("mtu.underlay_fragmentation", "warning")?;
@@ -226,9 +216,7 @@ fn wireguard_1480_on_1500_fragments_on_the_underlay_under_load() -> Result<()> {
 /// and the same iperf3 load produces no fragments.
 #[test]
 fn wireguard_1440_on_1500_is_healthy_under_load() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3");
     let lab = WgPair::new(1500, 1440, false)?;
     let d = lab.diagnose_loaded(TWIN_RATE)?;
     expect_wg_facts(&d, 1440, "ipv4", 60, 1500)?;

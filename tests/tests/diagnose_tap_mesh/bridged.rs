@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::bridge::GuestBridge;
 use netdoctor_lab::diagnosis::Diagnosis;
-use netdoctor_lab::{ci, observe, traffic, Iperf3Server};
+use netdoctor_lab::{lab_guard, observe, traffic, Iperf3Server};
 use serde_json::Value;
 
 use crate::config::{FASTD_TOOLS, UNDERLAY_MTU, WINDOW};
@@ -68,9 +68,7 @@ impl BridgedMesh {
 
 #[test]
 fn guests_at_1500_bridged_onto_a_fastd_tap_are_named() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let lab = BridgedMesh::new(1500)?;
     let tap = lab.mesh.ifname.clone();
     for (iface, port) in [(tap.as_str(), 5201), ("br0", 5202)] {
@@ -98,9 +96,7 @@ fn guests_at_1500_bridged_onto_a_fastd_tap_are_named() -> Result<()> {
 
 #[test]
 fn guests_at_the_taps_mtu_have_nothing_to_report() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let lab = BridgedMesh::new(TAP_MTU as u32)?;
     let tap = lab.mesh.ifname.clone();
     for (iface, port) in [(tap.as_str(), 5201), ("br0", 5202)] {

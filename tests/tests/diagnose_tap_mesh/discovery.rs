@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, traffic, Iperf3Opts, Iperf3Server, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology};
 
 use crate::common_mesh::{diagnose, join};
 use crate::config::{BOTH_TOOLS, FASTD_PORT, FASTD_TOOLS, TINC_PORT, TUNNEL_B};
@@ -20,9 +20,7 @@ use crate::mesh::{unique_ifname, Daemon, TapMesh};
 /// fastd started earlier in other namespaces.
 #[test]
 fn tap_owner_is_looked_up_in_the_interface_namespace() -> Result<()> {
-    if !ci::lab_ready(BOTH_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = BOTH_TOOLS);
     let ifname = unique_ifname();
     let other = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1400, &ifname)?;
     let mesh = TapMesh::new(Daemon::Tinc, 1400, &ifname)?;
@@ -49,9 +47,7 @@ fn tap_owner_is_looked_up_in_the_interface_namespace() -> Result<()> {
 /// must add it when it finds the daemon, and from then on label the underlay's flows.
 #[test]
 fn agent_learns_a_fastd_port_while_running() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1400, &unique_ifname())?;
     let agent = netdoctor_lab::agent::Agent::start(&mesh.pair.a, &["--no-probe"])?;
     let _server = Iperf3Server::start(&mesh.pair.b, 5201)?;

@@ -2,7 +2,7 @@
 //! and the `null` method's smaller overhead.
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 
 use crate::common_mesh::MTU_FINDINGS;
 use crate::config::{FASTD_TOOLS, UNDERLAY_MTU};
@@ -15,9 +15,7 @@ pub(crate) const FASTD_TAP_OVERHEAD: i64 = 66;
 
 #[test]
 fn fastd_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), 1500, &unique_ifname())?;
     let (d, report, wire) = mesh.diagnose_under_load()?;
     ensure!(
@@ -48,9 +46,7 @@ fn fastd_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
 
 #[test]
 fn fastd_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let mtu = (UNDERLAY_MTU - FASTD_TAP_OVERHEAD) as u32;
     let mesh = TapMesh::new(Daemon::Fastd(FASTD_METHOD), mtu, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;
@@ -75,9 +71,7 @@ fn fastd_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
 /// at 1500 - 28 - 1 - 14 = 1457 fits, and netdoctor must not call it oversized.
 #[test]
 fn fastd_null_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
-    if !ci::lab_ready(FASTD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = FASTD_TOOLS);
     let mtu = UNDERLAY_MTU - 28 - 1 - 14;
     let mesh = TapMesh::new(Daemon::Fastd("null"), mtu as u32, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;

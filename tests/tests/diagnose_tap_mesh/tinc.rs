@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use netdoctor_lab::{ci, cmd, Netns};
+use netdoctor_lab::{cmd, lab_guard, Netns};
 use serde_json::Value;
 
 use crate::common_mesh::MTU_FINDINGS;
@@ -14,9 +14,7 @@ use crate::verdicts::{assert_exceeds, assert_fits_on_the_wire, assert_identified
 
 #[test]
 fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
-    if !ci::lab_ready(TINC_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TINC_TOOLS);
     let mesh = TapMesh::new(Daemon::Tinc, 1500, &unique_ifname())?;
     let (d, report, wire) = mesh.diagnose_under_load()?;
     ensure!(
@@ -49,9 +47,7 @@ fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {
 
 #[test]
 fn tinc_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
-    if !ci::lab_ready(TINC_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TINC_TOOLS);
     let mtu = 1400;
     let mesh = TapMesh::new(Daemon::Tinc, mtu, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;
@@ -74,9 +70,7 @@ fn tinc_tap_mesh_at_fitting_mtu_has_no_mtu_finding() -> Result<()> {
 /// never do is report the probes' inflated figure.
 #[test]
 fn tinc_measured_overhead_is_not_inflated_by_pmtu_probes() -> Result<()> {
-    if !ci::lab_ready(TINC_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TINC_TOOLS);
     let mtu = 1400;
     let mesh = TapMesh::new(Daemon::Tinc, mtu, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;
@@ -145,9 +139,7 @@ fn tinc_reported_mtu(ns: &Netns, ifname: &str) -> Result<i64> {
 /// must agree with the wire's (within one 16-byte cipher block of padding).
 #[test]
 fn tinc_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
-    if !ci::lab_ready(TINC_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = TINC_TOOLS);
     let version = cmd::host_run(&["tincd", "--version"])?;
     let version = version.lines().next().unwrap_or_default().trim().to_owned();
     let mesh = TapMesh::new(Daemon::Tinc, 1500, &unique_ifname())?;

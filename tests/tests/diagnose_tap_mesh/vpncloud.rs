@@ -3,7 +3,7 @@
 //! algorithm's smaller overhead, each checked against the sizes on the wire.
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::ci;
+use netdoctor_lab::lab_guard;
 use serde_json::Value;
 
 use crate::common_mesh::MTU_FINDINGS;
@@ -29,9 +29,7 @@ fn methods(d: &netdoctor_lab::diagnosis::Diagnosis) -> Result<Vec<String>> {
 
 #[test]
 fn vpncloud_tap_mesh_left_at_1500_exceeds_the_underlay() -> Result<()> {
-    if !ci::lab_ready(VPNCLOUD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = VPNCLOUD_TOOLS);
     let mesh = TapMesh::new(Daemon::VpnCloud(&[]), 1500, &unique_ifname())?;
     let (d, report, _) = mesh.diagnose_under_load()?;
     ensure!(
@@ -52,9 +50,7 @@ fn vpncloud_tap_mesh_left_at_1500_exceeds_the_underlay() -> Result<()> {
 
 #[test]
 fn vpncloud_tap_mesh_at_the_mtu_that_fits_has_no_mtu_finding() -> Result<()> {
-    if !ci::lab_ready(VPNCLOUD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = VPNCLOUD_TOOLS);
     let mtu = (UNDERLAY_MTU - VPNCLOUD_TAP_OVERHEAD) as u32;
     let mesh = TapMesh::new(Daemon::VpnCloud(&[]), mtu, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;
@@ -81,9 +77,7 @@ fn vpncloud_tap_mesh_at_the_mtu_that_fits_has_no_mtu_finding() -> Result<()> {
 /// and netdoctor, reading the configuration, must not call it oversized.
 #[test]
 fn vpncloud_plain_at_the_largest_mtu_that_fits_is_not_flagged() -> Result<()> {
-    if !ci::lab_ready(VPNCLOUD_TOOLS) {
-        return Ok(());
-    }
+    lab_guard!(tools = VPNCLOUD_TOOLS);
     let mtu = UNDERLAY_MTU - VPNCLOUD_PLAIN_TAP_OVERHEAD;
     let mesh = TapMesh::new(Daemon::VpnCloud(&["plain"]), mtu as u32, &unique_ifname())?;
     let (d, _, wire) = mesh.diagnose_under_load()?;

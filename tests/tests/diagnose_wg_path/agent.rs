@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{self, Agent};
 use netdoctor_lab::loss::{Direction, PacketLoss};
-use netdoctor_lab::{ci, traffic, Iperf3Opts, Iperf3Server, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology};
 
 use crate::lab::Lab;
 
@@ -64,9 +64,7 @@ fn unix_s() -> f64 {
 
 #[test]
 fn agent_exposes_each_peers_underlay_loss_and_handshake_rtt() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft");
     let lab = Lab::over_pair()?;
     let agent = Agent::start(lab.b(), &["--no-probe", "--interval", "2s"])?;
     let (iface, peer) = (lab.wg.b.ifname(), lab.wg.a.public_key());

@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::loss::{Direction, PacketLoss};
-use netdoctor_lab::{ci, netdoctor, observe, traffic, Iperf3Opts, Iperf3Server, PairTopology};
+use netdoctor_lab::{
+    lab_guard, netdoctor, observe, traffic, Iperf3Opts, Iperf3Server, PairTopology,
+};
 
 use crate::lab::{peer_f64, peer_i64, Lab};
 
@@ -100,9 +102,7 @@ fn expect_loss(d: &Diagnosis, percent: f64) -> Result<f64> {
 
 #[test]
 fn five_percent_underlay_loss_reads_as_five_percent_on_the_receiving_side() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft");
     let lab = Lab::over_pair()?;
     let (d, _loss) = diagnose_receiver(&lab, 5, false)?;
     expect_loss(&d, 5.0)?;
@@ -149,9 +149,7 @@ fn five_percent_underlay_loss_reads_as_five_percent_on_the_receiving_side() -> R
 
 #[test]
 fn one_percent_underlay_loss_and_a_clean_twin() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "iperf3", "nft");
     let lab = Lab::over_pair()?;
     let (d, loss) = diagnose_receiver(&lab, 1, false)?;
     expect_loss(&d, 1.0)?;

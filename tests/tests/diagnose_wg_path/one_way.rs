@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::loss::{Direction, PacketLoss};
-use netdoctor_lab::{ci, observe, traffic, LineTopology, PingOpts};
+use netdoctor_lab::{lab_guard, observe, traffic, LineTopology, PingOpts};
 
 use crate::lab::{peer_i64, Lab, Underlay};
 
@@ -50,9 +50,7 @@ fn diagnose_both(
 
 #[test]
 fn one_way_path_is_found_from_both_ends_and_clears_when_the_rule_goes() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "nft", "ping");
     let lab = Lab::over_router()?;
     let Underlay::Line(line) = &lab.underlay else {
         unreachable!("over_router builds a line");

@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use netdoctor_lab::veth::{create_veth, VethEnd};
 use netdoctor_lab::{
-    ci, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig, LineTopology,
-    Netns, PacketLoss,
+    lab_guard, traffic, Direction, Iperf3Opts, Iperf3Report, Iperf3Server, LineConfig,
+    LineTopology, Netns, PacketLoss,
 };
 use serde_json::Value;
 
@@ -64,9 +64,7 @@ fn download(
 
 #[test]
 fn seed_3_loss_hits_cubic_not_bbr() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft", "ping");
     // client — router — server (cubic), and a second server (bbr) behind the same router.
     let line = LineTopology::new(&LineConfig::default())?;
     let bbr_server = Netns::new()?;

@@ -2,7 +2,7 @@
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::veth::{create_veth, VethEnd};
-use netdoctor_lab::{ci, traffic, BgProcess, LineConfig, LineTopology, Netns, PingOpts};
+use netdoctor_lab::{lab_guard, traffic, BgProcess, LineConfig, LineTopology, Netns, PingOpts};
 use serde_json::Value;
 
 use crate::common_mesh::{diagnose, join, Diagnosis};
@@ -31,9 +31,7 @@ fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, traffic::PingRepo
 
 #[test]
 fn seed_4_gateway_forwarding_disabled() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let ((broken, broken_ping), (healthy, healthy_ping)) = std::thread::scope(|s| {
         let broken = s.spawn(|| forwarding_scenario(false));
         let healthy = s.spawn(|| forwarding_scenario(true));
@@ -105,9 +103,7 @@ fn rp_filter_scenario(mode: &str) -> Result<(Diagnosis, traffic::PingReport)> {
 
 #[test]
 fn seed_4_gateway_rp_filter_strict_with_asymmetric_routing() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let ((strict, strict_ping), (loose, loose_ping)) = std::thread::scope(|s| {
         let strict = s.spawn(|| rp_filter_scenario("1"));
         let loose = s.spawn(|| rp_filter_scenario("2"));

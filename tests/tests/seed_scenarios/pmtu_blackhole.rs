@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, BgProcess, Iperf3Server, LineConfig, LineTopology};
+use netdoctor_lab::{lab_guard, BgProcess, Iperf3Server, LineConfig, LineTopology};
 use serde_json::Value;
 
 use crate::common_mesh::{diagnose, join, mtu_fix, Diagnosis};
@@ -45,9 +45,7 @@ fn blackhole_scenario(filter_icmp: bool) -> Result<Diagnosis> {
 
 #[test]
 fn seed_2_pmtu_blackhole() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "iptables", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "iptables", "ping");
     let (broken, healthy) = std::thread::scope(|s| -> Result<(Diagnosis, Diagnosis)> {
         let broken = s.spawn(|| blackhole_scenario(true));
         let healthy = s.spawn(|| blackhole_scenario(false));

@@ -1,7 +1,7 @@
 //! Seed 1: a WireGuard MTU that ignores the encapsulation overhead.
 
 use anyhow::{ensure, Result};
-use netdoctor_lab::{ci, PairTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{lab_guard, PairTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
 use crate::common_mesh::{diagnose, join, mtu_fix, Diagnosis, MTU_FINDINGS};
@@ -38,9 +38,7 @@ fn wg_mtu_scenario(mtu: u32) -> Result<Diagnosis> {
 
 #[test]
 fn seed_1_tunnel_mtu_ignores_overhead() -> Result<()> {
-    if !ci::lab_ready(&["wireguard-go", "wg", "ping"]) {
-        return Ok(());
-    }
+    lab_guard!("wireguard-go", "wg", "ping");
     // WireGuard over IPv4 adds 60 bytes: 1440 is the largest MTU a 1500 underlay carries.
     let (broken, healthy) = std::thread::scope(|s| -> Result<(Diagnosis, Diagnosis)> {
         let broken = s.spawn(|| wg_mtu_scenario(1500));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ::netdoctor::kernel::sockets::{Socket, SocketProbes};
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor::{self, str_field, u64_field, Watch};
-use netdoctor_lab::{ci, traffic, Iperf3Server, Netns, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Iperf3Server, Netns, PairTopology};
 use serde_json::Value;
 
 use crate::helpers::{bool_field, enter, ip, iperf3_local_port, iperf3_opts, join};
@@ -170,9 +170,7 @@ fn sample_live(ns: &Netns, ready: &mpsc::Sender<()>) -> Result<Vec<Sample>> {
 
 #[test]
 fn congestion_control_per_flow_and_live_figures_match_ss() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "ss"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "ss");
     let pair = PairTopology::new(1500)?;
     let _cubic_server = Iperf3Server::start(&pair.b, 5201)?;
     let _bbr_server = Iperf3Server::start(&pair.b, 5202)?;

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor::{self, str_field, u64_field};
-use netdoctor_lab::{ci, stats, traffic, BgProcess, LineConfig, LineTopology, Netns, PingOpts};
+use netdoctor_lab::{
+    lab_guard, stats, traffic, BgProcess, LineConfig, LineTopology, Netns, PingOpts,
+};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
@@ -66,9 +68,7 @@ fn drop_entries(json: &Value) -> Vec<&Value> {
 
 #[test]
 fn forwarding_disabled_shows_ip_inaddrerrors_on_the_router() -> Result<()> {
-    if !ci::lab_ready(&["ping"]) {
-        return Ok(());
-    }
+    lab_guard!("ping");
     let line = LineTopology::new(&LineConfig {
         forwarding: false,
         ..LineConfig::default()

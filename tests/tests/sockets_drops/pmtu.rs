@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ::netdoctor::kernel::sockets::SocketProbes;
 use anyhow::{bail, ensure, Result};
 use netdoctor_lab::netdoctor::Watch;
-use netdoctor_lab::{ci, BgProcess, Iperf3Server, LineConfig, LineTopology};
+use netdoctor_lab::{lab_guard, BgProcess, Iperf3Server, LineConfig, LineTopology};
 
 use crate::helpers::ip;
 use crate::rows::{describe_rows, row_for, rows};
@@ -69,9 +69,7 @@ fn wait_retransmits(line: &LineTopology, n: u64, timeout: Duration) -> Result<Ss
 
 #[test]
 fn pmtu_blackhole_retransmits_full_size_segments_and_keeps_pmtu() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft", "ss"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft", "ss");
     let black = pmtu_line(true)?;
     let healthy = pmtu_line(false)?;
     let _black_server = Iperf3Server::start(&black.server, 5201)?;
@@ -178,9 +176,7 @@ fn pmtu_blackhole_retransmits_full_size_segments_and_keeps_pmtu() -> Result<()> 
 /// still attribute the connection to the interface its retransmissions leave through.
 #[test]
 fn pmtu_blackhole_stalled_past_fifth_rto_is_still_reported() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft", "ss"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft", "ss");
     let black = pmtu_line(true)?;
     let _server = Iperf3Server::start(&black.server, 5201)?;
     let watch = Watch::start(

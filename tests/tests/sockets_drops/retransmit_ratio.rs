@@ -4,16 +4,14 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 use netdoctor_lab::netdoctor::{u64_field, Watch};
-use netdoctor_lab::{ci, traffic, Direction, Iperf3Server, PacketLoss, PairTopology};
+use netdoctor_lab::{lab_guard, traffic, Direction, Iperf3Server, PacketLoss, PairTopology};
 
 use crate::helpers::{f64_field, ip, iperf3_opts};
 use crate::rows::{assert_only_local, cc_aggregate, row_for, rows};
 
 #[test]
 fn retransmit_ratio_follows_loss() -> Result<()> {
-    if !ci::lab_ready(&["iperf3", "nft"]) {
-        return Ok(());
-    }
+    lab_guard!("iperf3", "nft");
     let pair = PairTopology::new(1500)?;
     // One server per run: an iperf3 server still finishing the previous test (slow
     // under loss) answers "the server is busy".

@@ -157,7 +157,7 @@ _Static_assert(ND_SIZE_BOUND_2 % 10 == 0 && ND_SIZE_BOUND_3 % 10 == 0 &&
 
 /* The first bucket whose bound is >= len: the number of bounds below len. For full-size
  * lengths a shift of one constant (~8 instructions), else the sum (~36); BPF_PROG_TEST_RUN
- * tests hold both to the bounds (tests/tests/dataplane_test_run/tcp_sizes.rs). */
+ * tests hold both to the bounds (tests/tests/lab/dataplane_test_run/tcp_sizes.rs). */
 static __always_inline __u32 size_bucket(__u32 len)
 {
 	__u32 off = len - ND_BK_LO;

@@ -50,7 +50,7 @@
  * connections can miss a retransmission, and can set the entry back to an earlier end
  * (which misses more, later), but every count still compares with the end of a segment the
  * entry's connection sent, and the entry is written by every segment, so it is never 2^31
- * behind (where a 32-bit comparison would turn around). tests/tests/dataplane_test_run/
+ * behind (where a 32-bit comparison would turn around). tests/tests/lab/dataplane_test_run/
  * local_path.rs holds it to this.
  */
 #ifndef NETDOCTOR_LOCAL_TCP_H

@@ -3,7 +3,7 @@
 //! substitute for `netdoctor-bench` (real traffic, cache misses, several CPUs): it runs one
 //! flow at a time on one CPU, so it measures the steady state of a flow's packets.
 //!
-//! `cargo test --release -p netdoctor-lab --test dataplane_microbench -- --ignored --nocapture`
+//! `cargo test --release -p netdoctor-lab --test lab -- --ignored --nocapture dataplane_microbench::`
 //!
 //! For trying changes to the data plane without rebuilding the agent, two more measurements
 //! take compiled variants of `ebpf/packet.bpf.c` (`clang -g -O2 -target bpf -mcpu=v3` with

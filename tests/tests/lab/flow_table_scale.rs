@@ -11,8 +11,8 @@
 //!   the table lookup, over a table that big), and a packet of a new flow into the full table
 //!   (an eviction); and the evictions counted.
 //!
-//! A benchmark, not a test: `nice -n 10 cargo test --release -p netdoctor-lab --test
-//! flow_table_scale -- --ignored --nocapture`. Figures from a shared machine are noisy.
+//! A benchmark, not a test: `nice -n 10 cargo test --release -p netdoctor-lab --test lab
+//! -- --ignored --nocapture flow_table_scale::`. Figures from a shared machine are noisy.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};

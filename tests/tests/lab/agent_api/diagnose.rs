@@ -6,8 +6,8 @@ use std::sync::Barrier;
 use anyhow::{bail, ensure, Result};
 use netdoctor_lab::agent::{Agent, Reply};
 
-use crate::helpers::expect_error;
-use crate::lab::{UNDERLAY_MTU, WG_MTU};
+use crate::agent_api::helpers::expect_error;
+use crate::agent_api::lab::{UNDERLAY_MTU, WG_MTU};
 
 /// Two diagnoses started at once: one report, one 429 `busy`; then, the first one done,
 /// another runs (the slot is released), and an unknown interface is a 404.

@@ -8,7 +8,7 @@ use netdoctor_lab::agent::{Agent, Auth};
 use netdoctor_lab::netdoctor;
 use netdoctor_lab::{lab_guard, Netns};
 
-use crate::helpers::{expect_error, interfaces};
+use crate::agent_api::helpers::{expect_error, interfaces};
 
 #[test]
 fn agent_refuses_a_public_address_without_a_token() -> Result<()> {

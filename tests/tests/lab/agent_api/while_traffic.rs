@@ -4,7 +4,7 @@
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
 
-use crate::lab::{CC, SEEN, WG_MTU};
+use crate::agent_api::lab::{CC, SEEN, WG_MTU};
 
 /// While iperf3 runs: its connection in `/api/v1/sockets` with the congestion control
 /// asked for, and samples of the wg interface with traffic both ways.

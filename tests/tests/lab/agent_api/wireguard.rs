@@ -10,10 +10,10 @@ use netdoctor_lab::agent::{self, Agent, Auth};
 use netdoctor_lab::attached;
 use netdoctor_lab::{lab_guard, traffic, wg_over_pair, Iperf3Opts, Iperf3Server, PairTopology};
 
-use crate::diagnose::diagnose_once_at_a_time;
-use crate::helpers::{expect_error, find, interfaces, now_ms};
-use crate::lab::{CC, SEEN, UNDERLAY_MTU, WG_MTU};
-use crate::while_traffic::check_while_traffic_runs;
+use crate::agent_api::diagnose::diagnose_once_at_a_time;
+use crate::agent_api::helpers::{expect_error, find, interfaces, now_ms};
+use crate::agent_api::lab::{CC, SEEN, UNDERLAY_MTU, WG_MTU};
+use crate::agent_api::while_traffic::check_while_traffic_runs;
 
 #[test]
 fn agent_api_reports_a_wireguard_lab_with_traffic() -> Result<()> {

@@ -9,8 +9,8 @@ use netdoctor_lab::attached;
 use netdoctor_lab::{lab_guard, traffic, BgProcess, Netns, PairTopology, PingOpts, WgInterface};
 use serde_json::Value;
 
-use crate::helpers::{listed, now_ms};
-use crate::lab::{mtu_lab, CHURN, FITTING_MTU, SETTLE};
+use crate::agent_lifecycle::helpers::{listed, now_ms};
+use crate::agent_lifecycle::lab::{mtu_lab, CHURN, FITTING_MTU, SETTLE};
 
 /// Starts wireguard-go again for `old`'s interface name in `ns`, with `old`'s key, port
 /// and address, peered with `peer` at `peer_underlay_ip`, MTU `mtu`, up. Returns once the

@@ -6,8 +6,10 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{self, Agent};
 use netdoctor_lab::lab_guard;
 
-use crate::helpers::{finding_metric, now_ms, with_id};
-use crate::lab::{mtu_lab, EXCEEDS, FITTING_MTU, OVERSIZED_MTU, SETTLE, UNDERLAY_MTU};
+use crate::agent_lifecycle::helpers::{finding_metric, now_ms, with_id};
+use crate::agent_lifecycle::lab::{
+    mtu_lab, EXCEEDS, FITTING_MTU, OVERSIZED_MTU, SETTLE, UNDERLAY_MTU,
+};
 
 #[test]
 fn agent_finding_opens_once_and_resolves_when_the_mtu_is_fixed() -> Result<()> {

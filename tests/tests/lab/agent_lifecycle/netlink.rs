@@ -11,8 +11,8 @@ use netdoctor_lab::agent::Agent;
 use netdoctor_lab::netdoctor;
 use netdoctor_lab::{attached, lab_guard, traffic, Netns, PairTopology, PingOpts};
 
-use crate::helpers::listed;
-use crate::lab::SETTLE;
+use crate::agent_lifecycle::helpers::listed;
+use crate::agent_lifecycle::lab::SETTLE;
 
 /// netdoctor's filters on `ifname`, ingress then egress, as `tc filter show` lists them
 /// (priority, handle and program id).

@@ -11,8 +11,8 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::{lab_guard, PairTopology};
 
-use crate::helpers::with_id;
-use crate::lab::SETTLE;
+use crate::agent_lifecycle::helpers::with_id;
+use crate::agent_lifecycle::lab::SETTLE;
 
 /// Writes a rule `id` whose condition is `condition` into `dir`.
 fn write_rule(dir: &Path, id: &str, condition: &str) -> Result<()> {

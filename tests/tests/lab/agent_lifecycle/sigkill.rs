@@ -9,8 +9,8 @@ use netdoctor_lab::attached;
 use netdoctor_lab::{lab_guard, traffic, PairTopology, PingOpts};
 use serde_json::Value;
 
-use crate::helpers::{open_store, with_id};
-use crate::lab::{mtu_lab, EXCEEDS, OVERSIZED_MTU, SETTLE};
+use crate::agent_lifecycle::helpers::{open_store, with_id};
+use crate::agent_lifecycle::lab::{mtu_lab, EXCEEDS, OVERSIZED_MTU, SETTLE};
 
 #[test]
 fn agent_killed_with_sigkill_leaves_nothing_attached_and_its_history_intact() -> Result<()> {

@@ -7,8 +7,8 @@ use netdoctor_lab::agent::Agent;
 use netdoctor_lab::attached;
 use netdoctor_lab::{lab_guard, PairTopology};
 
-use crate::helpers::{listed, open_store};
-use crate::lab::SETTLE;
+use crate::agent_lifecycle::helpers::{listed, open_store};
+use crate::agent_lifecycle::lab::SETTLE;
 
 #[test]
 fn agent_exits_cleanly_on_sigterm() -> Result<()> {

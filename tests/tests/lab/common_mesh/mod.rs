@@ -1,8 +1,8 @@
-//! Shared by `diagnose_tap_mesh/` and `seed_scenarios/`: running
+//! Shared by `diagnose_tailscale`, `diagnose_tap_mesh` and `seed_scenarios`: running
 //! `netdoctor diagnose IFACE --json` inside a lab namespace, its report checked for the
 //! documented schema and an exit code that follows the worst finding.
 //!
-//! Each test binary uses a different subset of these helpers.
+//! Each of those modules uses a different subset of these helpers.
 #![allow(dead_code)]
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 use anyhow::{ensure, Result};
 use netdoctor_lab::lab_guard;
 
-use crate::{num, server, text, Path};
+use crate::connection_limits::{num, server, text, Path};
 
 /// The sender's buffer: at most 64 KiB of memory, under 64 KiB of data at 40 ms.
 const SMALL_WMEM: &str = "4096 16384 65536";

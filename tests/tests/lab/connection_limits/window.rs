@@ -6,7 +6,7 @@ use netdoctor_lab::delay::DelayLine;
 use netdoctor_lab::lab_guard;
 use serde_json::Value;
 
-use crate::{num, server, text, Path, B_IP, LIMITS, WINDOW_SECS};
+use crate::connection_limits::{num, server, text, Path, B_IP, LIMITS, WINDOW_SECS};
 
 const RECEIVE_WINDOW: &str = "tcp.receive_window_limited";
 const SEND_BUFFER: &str = "tcp.send_buffer_limited";

@@ -8,8 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use anyhow::{ensure, Result};
 use netdoctor_lab::{lab_guard, Netns};
 
-use crate::{diagnose, expect_note, notes, Daemon};
-use crate::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL};
+use crate::daemon_trust::{diagnose, expect_note, notes, Daemon};
+use crate::daemon_trust::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL};
 
 /// How a setuid program another user runs shows in the notes.
 const MIXED: &str = "real uid 65534, effective uid 0, saved uid 0";
@@ -52,7 +52,7 @@ fn a_setuid_program_named_like_a_daemon_is_not_roots() -> Result<()> {
     let serve = own_api.to_string_lossy().into_owned();
     let tailscaled =
         Daemon::start_setuid(&ns, "tailscaled", &[&socket, "--serve-localapi", &serve])?;
-    crate::tailscaled::listening(&own_api)?;
+    crate::daemon_trust::tailscaled::listening(&own_api)?;
     let d = diagnose(&ns, &tailscaled.ifname)?;
     ensure!(
         d.str("/kind")? != "wireguard" && !d.fact("peers").to_string().contains("fake-peer"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use netdoctor_lab::{lab_guard, Netns};
 
-use crate::{diagnose, expect_note, own, Daemon, USER};
+use crate::daemon_trust::{diagnose, expect_note, own, Daemon, USER};
 
 /// `--serve-localapi PATH`: the stand-in answers as tailscaled's LocalAPI there.
 fn serve(path: &Path) -> [String; 2] {

@@ -3,8 +3,8 @@
 use anyhow::{ensure, Result};
 use netdoctor_lab::{lab_guard, Netns};
 
-use crate::{diagnose, expect_note, notes, null_config, own, Daemon};
-use crate::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL, USER};
+use crate::daemon_trust::{diagnose, expect_note, notes, null_config, own, Daemon};
+use crate::daemon_trust::{FASTD_TAP_CRYPTO, FASTD_TAP_NULL, USER};
 
 #[test]
 fn a_users_tinc_binary_is_never_run() -> Result<()> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::{lab_guard, netdoctor, observe, BgProcess, Netns};
 
-use crate::{diagnose, expect_note, own, USER};
+use crate::daemon_trust::{diagnose, expect_note, own, USER};
 
 /// A UAPI socket at `/var/run/wireguard/NAME.sock`, owned by `uid`, answering `get=1`
 /// with one peer whose endpoint is `endpoint`, as wireguard-go would.

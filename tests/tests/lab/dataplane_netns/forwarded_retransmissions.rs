@@ -7,7 +7,7 @@ use netdoctor_lab::{
     LineTopology, PacketLoss,
 };
 
-use crate::helpers::{ip, iperf3_local_port, one_flow};
+use crate::dataplane_netns::helpers::{ip, iperf3_local_port, one_flow};
 
 #[test]
 fn forwarded_tcp_retransmissions_follow_loss() -> Result<()> {

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{lab_guard, stats, traffic, LineConfig, LineTopology, PingOpts};
 
-use crate::helpers::{ip, one_flow};
+use crate::dataplane_netns::helpers::{ip, one_flow};
 
 #[test]
 fn icmp_frag_needed_is_attributed_to_the_router() -> Result<()> {

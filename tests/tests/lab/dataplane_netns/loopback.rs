@@ -4,7 +4,7 @@ use anyhow::Result;
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{lab_guard, traffic, Netns, PingOpts};
 
-use crate::helpers::{ip, one_flow};
+use crate::dataplane_netns::helpers::{ip, one_flow};
 
 #[test]
 fn loopback_traffic_is_parsed_as_ip() -> Result<()> {

@@ -10,7 +10,7 @@ use netdoctor_lab::netdoctor::{self, Watch};
 use netdoctor_lab::{lab_guard, traffic, Netns, PairTopology, PingOpts};
 use nix::sys::signal::Signal;
 
-use crate::helpers::{add_foreign_filter, has_clsact, ip, our_filters, start, IF};
+use crate::dataplane_netns::helpers::{add_foreign_filter, has_clsact, ip, our_filters, start, IF};
 
 fn kill9(watch: &mut Watch) -> Result<()> {
     let process = watch.process_mut();

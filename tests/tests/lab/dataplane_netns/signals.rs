@@ -11,7 +11,7 @@ use netdoctor_lab::attached::{attached, Attached};
 use netdoctor_lab::{lab_guard, BgProcess, Netns, PairTopology};
 use nix::sys::signal::Signal;
 
-use crate::helpers::{add_foreign_filter, has_clsact, start, IF};
+use crate::dataplane_netns::helpers::{add_foreign_filter, has_clsact, start, IF};
 
 /// Sends `signal` and waits (10 s at most); returns the exit status and stderr.
 fn signal(process: &mut BgProcess, signal: Signal) -> Result<(ExitStatus, String)> {

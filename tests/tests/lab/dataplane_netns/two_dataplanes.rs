@@ -15,7 +15,7 @@ use netdoctor::kernel::{AttachMethod, XdpMode};
 use netdoctor_lab::attached::{attached, ifindex};
 use netdoctor_lab::{lab_guard, traffic, Netns, PairTopology, PingOpts};
 
-use crate::helpers::{has_clsact, ip, our_filters, IF};
+use crate::dataplane_netns::helpers::{has_clsact, ip, our_filters, IF};
 
 /// Runs `f` on a thread inside `ns` (ifindexes and netlink sockets are per namespace), with
 /// `ns` still at hand for commands.

@@ -6,7 +6,7 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts};
 
-use crate::helpers::{assert_close, ip, iperf3_local_port, one_flow};
+use crate::dataplane_netns::helpers::{assert_close, ip, iperf3_local_port, one_flow};
 
 #[test]
 fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
@@ -18,7 +18,7 @@ fn veth_counters_agree_with_ip_link_and_tcp_flow_is_reported() -> Result<()> {
     let _server = Iperf3Server::start(&pair.b, 5201)?;
 
     // `--local-tcp packets`: this test checks the flow record of a local connection, which
-    // the default counts on the local path instead (tests/tests/local_tcp.rs).
+    // the default counts on the local path instead (tests/tests/lab/local_tcp.rs).
     let mut watch = Watch::start(
         &pair.a,
         &[

@@ -7,7 +7,7 @@ use netdoctor_lab::{
     lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology, PingOpts, WgConfig, WgTunnel,
 };
 
-use crate::helpers::{ip, iperf3_local_port, one_flow};
+use crate::dataplane_netns::helpers::{ip, iperf3_local_port, one_flow};
 
 #[test]
 fn wireguard_underlay_and_inner_flows() -> Result<()> {

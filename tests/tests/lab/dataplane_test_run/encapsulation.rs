@@ -11,8 +11,8 @@ use netdoctor::kernel::views::Encap;
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{run_cases, with_dp, A, A6, B, B6, ETHER_1500, PROGRAMS};
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{run_cases, with_dp, A, A6, B, B6, ETHER_1500, PROGRAMS};
 
 fn wireguard_messages_by_shape(dp: &Dataplane<'_>) -> Result<()> {
     let mut e = Expect::new(dp);

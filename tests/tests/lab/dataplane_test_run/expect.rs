@@ -12,7 +12,7 @@ use netdoctor::kernel::packet::too_big::TooBig;
 use netdoctor::kernel::packet::{Dataplane, ProgramKind};
 use netdoctor::kernel::views::{Direction, Encap};
 
-use crate::harness::{bucket, counters, direction, run, zero_dir, LO};
+use crate::dataplane_test_run::harness::{bucket, counters, direction, run, zero_dir, LO};
 
 pub(crate) type FlowId = (Direction, u8, IpAddr, u16, IpAddr, u16);
 pub(crate) type PtbId = (Direction, IpAddr, u8, IpAddr, u16, IpAddr, u16);

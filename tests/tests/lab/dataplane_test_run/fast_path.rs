@@ -13,8 +13,8 @@ use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Ipv6, Tcp};
 use netdoctor_lab::packet::random::{random_frame, random_l4, Rng};
 
-use crate::expect::flow_id;
-use crate::harness::{counters, is_tc, pass_code, test_run, LO, PROGRAMS};
+use crate::dataplane_test_run::expect::flow_id;
+use crate::dataplane_test_run::harness::{counters, is_tc, pass_code, test_run, LO, PROGRAMS};
 
 /// Sequence state of the few flows [`tcp_traffic_frame`] draws from.
 struct TcpFlows {

@@ -7,8 +7,8 @@ use netdoctor::kernel::views::Direction;
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{
     pin, run_cases, tcp_seg, test_run_repeat, two_cpus, unpin, Case, A, B, ETHER_1500, LO,
 };
 

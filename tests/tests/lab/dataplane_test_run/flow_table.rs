@@ -8,7 +8,7 @@ use netdoctor::kernel::packet::{Dataplane, LinkType, Options, ProgramKind};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
 
-use crate::harness::{run, LO};
+use crate::dataplane_test_run::harness::{run, LO};
 
 const TABLE: u32 = 1024;
 

@@ -6,8 +6,8 @@ use netdoctor::kernel::packet::{Dataplane, Options};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{run_cases, A, A6, B, B6, ETHER_1500, PROGRAMS};
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{run_cases, A, A6, B, B6, ETHER_1500, PROGRAMS};
 
 /// IPv4 fragments: offset 0 + MF is a first fragment (ports parsed), any nonzero offset is a
 /// later fragment (no transport header: ports 0, no TCP/UDP facts).

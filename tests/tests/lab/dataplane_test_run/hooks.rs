@@ -11,8 +11,8 @@ use netdoctor_lab::bpf::test_run::XDP_PASS;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 use netdoctor_lab::{ci, lab_guard};
 
-use crate::expect::Expect;
-use crate::harness::{
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{
     counters, direction, is_tc, kernel_rejects, pass_code, pin, run, run_cases, test_run, two_cpus,
     unpin, zero_dir, A, B, ETHER_1500, LO, PROGRAMS, UNWATCHED_PROBE_IFINDEX,
 };

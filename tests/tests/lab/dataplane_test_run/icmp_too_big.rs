@@ -6,8 +6,8 @@ use netdoctor::kernel::packet::{Dataplane, Options};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{
     run_cases, v4, v4_octets, v6, v6_octets, A, A6, B, B6, ETHER_1500, PROGRAMS, V4_ANY, V6_ANY,
 };
 

@@ -18,7 +18,7 @@ use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
 use netdoctor_lab::{ci, lab_guard, Netns};
 
-use crate::harness::{
+use crate::dataplane_test_run::harness::{
     counters, dir_of, pin, run, run_cases, tcp_seg, two_cpus, unpin, Case, ETHER_1500,
 };
 

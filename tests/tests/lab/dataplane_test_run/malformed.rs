@@ -6,8 +6,8 @@ use netdoctor::kernel::packet::{Dataplane, Options};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{is_tc, run_cases, A, A6, B, B6, ETHER_1500, PROGRAMS};
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{is_tc, run_cases, A, A6, B, B6, ETHER_1500, PROGRAMS};
 
 /// Headers cut before the transport layer: only `truncated` (no size bucket, no flow).
 /// Untagged cuts inside the IP header are refused by skb test runs, so tc sees them tagged.

@@ -8,8 +8,10 @@ use netdoctor::kernel::views::Encap;
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Ipv6, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{run_cases, v4_octets, A, A6, B, B6, ETHER_1500, LO, PROGRAMS};
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{
+    run_cases, v4_octets, A, A6, B, B6, ETHER_1500, LO, PROGRAMS,
+};
 
 fn ethernet_ipv4_tcp_udp_icmp_echo(dp: &Dataplane<'_>) -> Result<()> {
     let mut e = Expect::new(dp);

@@ -14,7 +14,7 @@ use netdoctor_lab::netdoctor::DirCounters as LabDirCounters;
 use netdoctor_lab::packet::model::{Model, Outcome};
 use netdoctor_lab::packet::random::{random_frame, Rng};
 
-use crate::harness::{
+use crate::dataplane_test_run::harness::{
     counters, dir_of, direction, kernel_rejects, pass_code, test_run, with_dp, LO,
 };
 

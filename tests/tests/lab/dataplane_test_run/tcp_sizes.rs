@@ -10,8 +10,8 @@ use netdoctor_lab::bpf::test_run::skb_ctx;
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ipv4, Tcp};
 
-use crate::expect::Expect;
-use crate::harness::{
+use crate::dataplane_test_run::expect::Expect;
+use crate::dataplane_test_run::harness::{
     bucket, is_tc, run_cases, run_ctx, A, A6, B, B6, BUCKETS, ETHER_1500, LO, PROGRAMS, TC_PROGRAMS,
 };
 

@@ -8,7 +8,7 @@ use libbpf_rs::query::ProgInfoIter;
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
 use netdoctor_lab::lab_guard;
 
-use crate::harness::PROGRAMS;
+use crate::dataplane_test_run::harness::PROGRAMS;
 
 /// Instructions the verifier may process per packet program before this test fails: a
 /// quarter of the kernel's limit (BPF_COMPLEXITY_LIMIT_INSNS, 1,000,000). Before the data

@@ -15,7 +15,9 @@ use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
 use netdoctor_lab::packet::wg_model::WgModel;
 
-use crate::harness::{pin, run, run_cases, run_ctx, two_cpus, unpin, A, B, ETHER_1500};
+use crate::dataplane_test_run::harness::{
+    pin, run, run_cases, run_ctx, two_cpus, unpin, A, B, ETHER_1500,
+};
 
 /// Transport data of session `index` with `counter`, from A:51820 to B:51820.
 fn data(index: u32, counter: u64) -> Vec<u8> {
@@ -50,7 +52,7 @@ fn check(dp: &Dataplane<'_>, model: &WgModel) -> Result<()> {
             (g.low, g.high, g.received, g.duplicates) == (w.low, w.high, w.received, w.duplicates)
                 && g.expected == w.high - w.low + 1
                 && g.source == source
-                && g.ifindex == crate::harness::LO,
+                && g.ifindex == crate::dataplane_test_run::harness::LO,
             "session {index:#x}: data plane {g:?}, model {w:?}"
         );
     }
@@ -149,7 +151,7 @@ fn a_new_index_is_a_new_session(dp: &Dataplane<'_>) -> Result<()> {
 
 /// The session-cache slot of `index` on the loopback (wg_rx_data in wg_path.h).
 fn cache_slot(index: u32) -> u32 {
-    ((index ^ (crate::harness::LO << 16)).wrapping_mul(0x9e37_79b9) >> 24) & 255
+    ((index ^ (crate::dataplane_test_run::harness::LO << 16)).wrapping_mul(0x9e37_79b9) >> 24) & 255
 }
 
 /// Two sessions in one cache slot: while the first is busy the second is counted in the

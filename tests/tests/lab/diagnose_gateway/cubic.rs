@@ -9,8 +9,8 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, Direction, Iperf3Report, Iperf3Server, PacketLoss, PairTopology};
 use serde_json::Value;
 
-use crate::report::{as_bool, as_f64, as_i64, as_str, get, short, WarningsOnly};
-use crate::scenario::{diagnose_during, iperf, IPERF_PORT, TCP_WINDOW_SECS};
+use crate::diagnose_gateway::report::{as_bool, as_f64, as_i64, as_str, get, short, WarningsOnly};
+use crate::diagnose_gateway::scenario::{diagnose_during, iperf, IPERF_PORT, TCP_WINDOW_SECS};
 
 /// Loss (percent) on the receiver's ingress for the CUBIC scenarios.
 const CUBIC_LOSS_PERCENT: u8 = 4;

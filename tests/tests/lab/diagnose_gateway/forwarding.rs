@@ -5,8 +5,10 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, LineConfig, LineTopology, PingReport};
 
-use crate::report::{as_bool, as_i64, get, short};
-use crate::scenario::{diagnose_during, mostly_answered, ping_window, PING_WINDOW_SECS};
+use crate::diagnose_gateway::report::{as_bool, as_i64, get, short};
+use crate::diagnose_gateway::scenario::{
+    diagnose_during, mostly_answered, ping_window, PING_WINDOW_SECS,
+};
 
 fn forwarding_scenario(forwarding: bool) -> Result<(Diagnosis, PingReport)> {
     let line = LineTopology::new(&LineConfig {

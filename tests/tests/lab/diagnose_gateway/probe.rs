@@ -7,7 +7,7 @@ use netdoctor_lab::netdoctor;
 use netdoctor_lab::{lab_guard, Direction, PacketLoss, PairTopology};
 use serde_json::Value;
 
-use crate::report::{as_bool, get};
+use crate::diagnose_gateway::report::{as_bool, get};
 
 /// `diagnose` probes the remote end of every connection that retransmitted full-size
 /// segments, i.e. precisely the hosts behind lossy paths. A probe that took two silent

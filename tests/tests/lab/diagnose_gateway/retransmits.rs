@@ -5,8 +5,8 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, Direction, Iperf3Server, LineConfig, LineTopology, PacketLoss};
 
-use crate::report::{as_f64, as_i64, get, short, WarningsOnly};
-use crate::scenario::{diagnose_during, iperf, IPERF_PORT, TCP_WINDOW_SECS};
+use crate::diagnose_gateway::report::{as_f64, as_i64, get, short, WarningsOnly};
+use crate::diagnose_gateway::scenario::{diagnose_during, iperf, IPERF_PORT, TCP_WINDOW_SECS};
 
 /// Loss (percent) on the forwarded path.
 const FORWARDED_LOSS_PERCENT: u8 = 5;

@@ -5,8 +5,8 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, stats, LineConfig, LineTopology, Netns};
 
-use crate::report::{as_i64, get, short};
-use crate::scenario::{diagnose_during, PING_WINDOW_SECS};
+use crate::diagnose_gateway::report::{as_i64, get, short};
+use crate::diagnose_gateway::scenario::{diagnose_during, PING_WINDOW_SECS};
 
 /// Spoofed/asymmetric source: the client sends from 10.200.9.1, a prefix the router
 /// routes via its *server-side* interface. Arriving on eth0 (client side), strict

@@ -6,8 +6,10 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, PairTopology, WgConfig, WgInterface, WgTunnel};
 use serde_json::Value;
 
-use crate::report::{as_i64, as_str, get, short};
-use crate::scenario::{diagnose_during, mostly_answered, ping_window, WG_WINDOW_SECS};
+use crate::diagnose_gateway::report::{as_i64, as_str, get, short};
+use crate::diagnose_gateway::scenario::{
+    diagnose_during, mostly_answered, ping_window, WG_WINDOW_SECS,
+};
 
 const WG_A: &str = "10.250.0.1/24";
 const WG_B: &str = "10.250.0.2/24";

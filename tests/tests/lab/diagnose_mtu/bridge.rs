@@ -12,8 +12,8 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology};
 use serde_json::Value;
 
-use crate::report::{diagnose_with, expect_evidence, str_or, MtuChecks, TWIN_RATE};
-use crate::vxlan::vxlan_pair;
+use crate::diagnose_mtu::report::{diagnose_with, expect_evidence, str_or, MtuChecks, TWIN_RATE};
+use crate::diagnose_mtu::vxlan::vxlan_pair;
 
 const GUEST_A: &str = "10.99.0.1";
 const GUEST_B: &str = "10.99.0.2";

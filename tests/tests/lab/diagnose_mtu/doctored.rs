@@ -1,10 +1,10 @@
-//! The checks of [`crate::report`] must be able to fail: they are run on doctored reports.
+//! The checks of [`crate::diagnose_mtu::report`] must be able to fail: they are run on doctored reports.
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use serde_json::Value;
 
-use crate::report::{expect_evidence, expect_fix, MtuChecks};
+use crate::diagnose_mtu::report::{expect_evidence, expect_fix, MtuChecks};
 
 fn doctored(code: i32, findings: Value) -> Result<Diagnosis> {
     let doc = serde_json::json!({

@@ -10,7 +10,7 @@ use netdoctor_lab::{
 };
 use serde_json::Value;
 
-use crate::report::{
+use crate::diagnose_mtu::report::{
     diagnose_idle, diagnose_with, expect_evidence, expect_fix, iperf3, str_or, MtuChecks,
 };
 

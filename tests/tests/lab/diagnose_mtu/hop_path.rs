@@ -6,7 +6,7 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::observe::Wall;
 use netdoctor_lab::{traffic, Iperf3Server, LineConfig, LineTopology, PingOpts};
 
-use crate::report::diagnose_for;
+use crate::diagnose_mtu::report::diagnose_for;
 
 /// Path MTU between client and server in [`blackhole_line`].
 pub(crate) const HOP_MTU: u32 = 1400;

@@ -5,8 +5,8 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::{lab_guard, LineTopology};
 use serde_json::Value;
 
-use crate::hop_path::{blackhole_line, diagnose_bulk_transfer, HOP_MTU};
-use crate::report::{expect_evidence, expect_fix, str_or, MtuChecks, DURATION};
+use crate::diagnose_mtu::hop_path::{blackhole_line, diagnose_bulk_transfer, HOP_MTU};
+use crate::diagnose_mtu::report::{expect_evidence, expect_fix, str_or, MtuChecks, DURATION};
 
 #[test]
 fn pmtu_blackhole_stalls_a_bulk_transfer_and_the_probe_finds_it() -> Result<()> {

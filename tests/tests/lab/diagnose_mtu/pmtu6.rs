@@ -9,8 +9,10 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, Iperf3Server, LineConfig, LineTopology};
 use serde_json::{json, Value};
 
-use crate::probe_command::probe;
-use crate::report::{diagnose_for, expect_evidence, expect_fix, str_or, MtuChecks, DURATION};
+use crate::diagnose_mtu::probe_command::probe;
+use crate::diagnose_mtu::report::{
+    diagnose_for, expect_evidence, expect_fix, str_or, MtuChecks, DURATION,
+};
 
 /// Path MTU between client and server in [`blackhole_line6`]: the IPv6 minimum.
 pub(crate) const HOP_MTU6: u32 = 1280;

@@ -8,7 +8,7 @@ use netdoctor_lab::netdoctor;
 use netdoctor_lab::{lab_guard, LineTopology, Netns, PairTopology};
 use serde_json::Value;
 
-use crate::hop_path::{blackhole_line, df_ping, HOP_MTU};
+use crate::diagnose_mtu::hop_path::{blackhole_line, df_ping, HOP_MTU};
 
 /// `netdoctor probe TARGET --json`, parsed, with its schema checked.
 pub(crate) fn probe(ns: &Netns, target: &str) -> Result<Value> {

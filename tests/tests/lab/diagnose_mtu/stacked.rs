@@ -9,7 +9,7 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::wireguard::{wg_over_pair, WgConfig, WgTunnel};
 use netdoctor_lab::{lab_guard, traffic, PairTopology};
 
-use crate::report::{diagnose_idle, expect_evidence, expect_fix, str_or, MtuChecks};
+use crate::diagnose_mtu::report::{diagnose_idle, expect_evidence, expect_fix, str_or, MtuChecks};
 
 /// VXLAN 43 between the WireGuard tunnel's addresses (routed through it, not pinned), MTU
 /// `mtu` on side a, inside a wireguard-go tunnel of `wg_mtu` over a 1500 veth.

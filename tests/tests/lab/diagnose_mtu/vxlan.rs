@@ -6,7 +6,7 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology};
 use serde_json::Value;
 
-use crate::report::{
+use crate::diagnose_mtu::report::{
     diagnose_idle, diagnose_with, expect_evidence, expect_fix, iperf3, MtuChecks, TWIN_RATE,
 };
 

@@ -4,8 +4,8 @@
 use anyhow::Result;
 use netdoctor_lab::lab_guard;
 
-use crate::hop_path::{blackhole_line, diagnose_bulk_transfer_timed, HOP_MTU};
-use crate::report::{expect_evidence, MtuChecks};
+use crate::diagnose_mtu::hop_path::{blackhole_line, diagnose_bulk_transfer_timed, HOP_MTU};
+use crate::diagnose_mtu::report::{expect_evidence, MtuChecks};
 
 /// The slowest case the field report timed (issue 16 §6): a 5 s observation ending in a
 /// blackhole the probe confirms took 9.5 s when the probe ran after the observation. The

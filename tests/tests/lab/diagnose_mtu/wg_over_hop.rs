@@ -6,8 +6,8 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, LineTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
-use crate::hop_path::{blackhole_line, HOP_MTU};
-use crate::report::{diagnose_idle, expect_evidence, expect_fix, MtuChecks};
+use crate::diagnose_mtu::hop_path::{blackhole_line, HOP_MTU};
+use crate::diagnose_mtu::report::{diagnose_idle, expect_evidence, expect_fix, MtuChecks};
 
 struct WgOverHop {
     // Declared first: wireguard-go stops before the namespaces go.

@@ -8,8 +8,8 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, LineTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
-use crate::pmtu6::{blackhole_line6, HOP_MTU6};
-use crate::report::{diagnose_idle, expect_evidence, expect_fix, MtuChecks};
+use crate::diagnose_mtu::pmtu6::{blackhole_line6, HOP_MTU6};
+use crate::diagnose_mtu::report::{diagnose_idle, expect_evidence, expect_fix, MtuChecks};
 
 /// WireGuard over IPv6: 40 bytes of IPv6, 8 of UDP, 32 of WireGuard.
 const WG_V6_OVERHEAD: u32 = 80;

@@ -8,7 +8,7 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, traffic, Iperf3Server, PairTopology, WgConfig, WgTunnel};
 use serde_json::Value;
 
-use crate::report::{
+use crate::diagnose_mtu::report::{
     diagnose_idle, diagnose_with, expect_evidence, expect_fix, iperf3, str_or, MtuChecks, TWIN_RATE,
 };
 

@@ -11,7 +11,7 @@ use netdoctor_lab::tailscale::TailscaleMesh;
 use netdoctor_lab::{observe, traffic};
 
 use crate::common_mesh::{Diagnosis, MTU_FINDINGS};
-use crate::{diagnose_under_load_with, ready, WINDOW};
+use crate::diagnose_tailscale::{diagnose_under_load_with, ready, WINDOW};
 
 /// tailscaled's default MTU stated as info, with the trade-off and `because` in its text and
 /// TS_DEBUG_MTU=1440 in its fix: no MTU warning, exit 0.

@@ -17,15 +17,12 @@
 //! tests/tailscale/build); skips elsewhere, fails under CI=true. Build the binary first:
 //! `cargo build -p netdoctor`.
 
-// Shared with other test targets, so it stays beside them in tests/tests/common_mesh/.
-#[path = "../common_mesh/mod.rs"]
-mod common_mesh;
 mod default_mtu;
 
 use std::time::{Duration, Instant};
 
+use crate::common_mesh::{diagnose, join, Diagnosis};
 use anyhow::{ensure, Context, Result};
-use common_mesh::{diagnose, join, Diagnosis};
 use netdoctor_lab::tailscale::{self, TailscaleMesh, DERP_REGION, DERP_SERVER, PORT};
 use netdoctor_lab::{ci, netdoctor, traffic, Iperf3Opts, Iperf3Server};
 use serde_json::Value;

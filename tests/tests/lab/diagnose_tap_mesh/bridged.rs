@@ -11,9 +11,9 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, observe, traffic, Iperf3Server};
 use serde_json::Value;
 
-use crate::config::{FASTD_TOOLS, UNDERLAY_MTU, WINDOW};
-use crate::fastd::{FASTD_METHOD, FASTD_TAP_OVERHEAD};
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::config::{FASTD_TOOLS, UNDERLAY_MTU, WINDOW};
+use crate::diagnose_tap_mesh::fastd::{FASTD_METHOD, FASTD_TAP_OVERHEAD};
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
 
 const GUEST_A: &str = "10.99.0.1";
 const GUEST_B: &str = "10.99.0.2";

@@ -7,9 +7,9 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::cgroup::CpuQuota;
 use netdoctor_lab::lab_guard;
 
-use crate::config::{FASTD_TOOLS, UNDERLAY_MTU};
-use crate::fastd::FASTD_METHOD;
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::config::{FASTD_TOOLS, UNDERLAY_MTU};
+use crate::diagnose_tap_mesh::fastd::FASTD_METHOD;
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
 
 const FINDING: &str = "tunnel.daemon_cpu_bound";
 /// What side `a`'s fastd may use, percent of one core.

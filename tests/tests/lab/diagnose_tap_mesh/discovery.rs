@@ -7,9 +7,9 @@ use anyhow::{ensure, Result};
 use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology};
 
 use crate::common_mesh::{diagnose, join};
-use crate::config::{BOTH_TOOLS, FASTD_PORT, FASTD_TOOLS, TINC_PORT, TUNNEL_B};
-use crate::fastd::FASTD_METHOD;
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::config::{BOTH_TOOLS, FASTD_PORT, FASTD_TOOLS, TINC_PORT, TUNNEL_B};
+use crate::diagnose_tap_mesh::fastd::FASTD_METHOD;
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
 
 // ---------------------------------------------------------------------------------------
 // Identification across namespaces

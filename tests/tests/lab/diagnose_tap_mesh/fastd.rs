@@ -5,9 +5,11 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::lab_guard;
 
 use crate::common_mesh::MTU_FINDINGS;
-use crate::config::{FASTD_TOOLS, UNDERLAY_MTU};
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
-use crate::verdicts::{assert_exceeds, assert_fits_on_the_wire, assert_identified};
+use crate::diagnose_tap_mesh::config::{FASTD_TOOLS, UNDERLAY_MTU};
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::verdicts::{
+    assert_exceeds, assert_fits_on_the_wire, assert_identified,
+};
 
 pub(crate) const FASTD_METHOD: &str = "salsa2012+umac";
 /// fastd's documented overhead in TAP mode over IPv4: 28 + 24 + 14 (manual, mtu.rst).

@@ -8,11 +8,11 @@ use anyhow::{Context, Result};
 use netdoctor_lab::{traffic, BgProcess, Iperf3Opts, Iperf3Report, Iperf3Server, PairTopology};
 
 use crate::common_mesh::{diagnose, join, wait_for_link, Diagnosis};
-use crate::config::{
+use crate::diagnose_tap_mesh::config::{
     fastd_config, fastd_keys, tinc_node, vpncloud_config, write, FASTD_PORT, LOAD_SECS, TINC_PORT,
     TUNNEL_A, TUNNEL_B, UNDERLAY_MTU, VPNCLOUD_PORT, WINDOW,
 };
-use crate::wire::{WireCount, WireSizes};
+use crate::diagnose_tap_mesh::wire::{WireCount, WireSizes};
 
 /// The daemon serving the mesh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

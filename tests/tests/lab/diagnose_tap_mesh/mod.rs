@@ -19,10 +19,6 @@
 //! the tests share; one module per daemon, [`discovery`] for finding the daemon,
 //! [`cpu`] for a daemon out of CPU, and [`bridged`] for guests bridged onto the mesh.
 
-// Shared with other test targets, so it stays beside them in tests/tests/common_mesh/.
-#[path = "../common_mesh/mod.rs"]
-mod common_mesh;
-
 mod config;
 mod mesh;
 mod verdicts;

@@ -8,9 +8,11 @@ use netdoctor_lab::{cmd, lab_guard, Netns};
 use serde_json::Value;
 
 use crate::common_mesh::MTU_FINDINGS;
-use crate::config::{TINC_TOOLS, TUNNEL_B, UNDERLAY_MTU};
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
-use crate::verdicts::{assert_exceeds, assert_fits_on_the_wire, assert_identified};
+use crate::diagnose_tap_mesh::config::{TINC_TOOLS, TUNNEL_B, UNDERLAY_MTU};
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::verdicts::{
+    assert_exceeds, assert_fits_on_the_wire, assert_identified,
+};
 
 #[test]
 fn tinc_tap_mesh_is_identified_and_oversized_mtu_flagged() -> Result<()> {

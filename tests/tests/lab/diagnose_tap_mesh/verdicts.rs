@@ -6,9 +6,9 @@ use netdoctor_lab::PairTopology;
 use serde_json::Value;
 
 use crate::common_mesh::{mtu_fix, Diagnosis};
-use crate::config::UNDERLAY_MTU;
-use crate::mesh::TapMesh;
-use crate::wire::WireCount;
+use crate::diagnose_tap_mesh::config::UNDERLAY_MTU;
+use crate::diagnose_tap_mesh::mesh::TapMesh;
+use crate::diagnose_tap_mesh::wire::WireCount;
 
 /// netdoctor recognised the daemon, its port, learnt the endpoint from the traffic and
 /// picked the right underlay.

@@ -7,9 +7,11 @@ use netdoctor_lab::lab_guard;
 use serde_json::Value;
 
 use crate::common_mesh::MTU_FINDINGS;
-use crate::config::{UNDERLAY_MTU, VPNCLOUD_TOOLS};
-use crate::mesh::{unique_ifname, Daemon, TapMesh};
-use crate::verdicts::{assert_exceeds, assert_fits_on_the_wire, assert_identified};
+use crate::diagnose_tap_mesh::config::{UNDERLAY_MTU, VPNCLOUD_TOOLS};
+use crate::diagnose_tap_mesh::mesh::{unique_ifname, Daemon, TapMesh};
+use crate::diagnose_tap_mesh::verdicts::{
+    assert_exceeds, assert_fits_on_the_wire, assert_identified,
+};
 
 /// VpnCloud's overhead in TAP mode over IPv4 with any of its AEADs: 28 + 1 message type
 /// + 8 key id and nonce + 16 tag + 14 (VpnCloud 2.3.0 src/crypto/core.rs, common.rs).

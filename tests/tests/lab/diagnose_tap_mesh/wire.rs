@@ -7,7 +7,7 @@ use anyhow::{ensure, Context, Result};
 use netdoctor_lab::{Netns, PairTopology};
 use serde_json::Value;
 
-use crate::config::{write, UNDERLAY_MTU};
+use crate::diagnose_tap_mesh::config::{write, UNDERLAY_MTU};
 
 /// Outer packet sizes of the tunnel's UDP datagrams from one sender, counted by nft on the
 /// receiver's underlay ingress (netdev family, before anything else touches them).

@@ -10,7 +10,7 @@ use netdoctor_lab::agent::{self, Agent};
 use netdoctor_lab::loss::{Direction, PacketLoss};
 use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology};
 
-use crate::lab::Lab;
+use crate::diagnose_wg_path::lab::Lab;
 
 /// The peer's series, if present and from a window that ended after `after` (UNIX
 /// seconds): (loss ratio, messages, handshake RTT s).

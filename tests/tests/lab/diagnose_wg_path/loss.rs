@@ -11,7 +11,7 @@ use netdoctor_lab::{
     lab_guard, netdoctor, observe, traffic, Iperf3Opts, Iperf3Server, PairTopology,
 };
 
-use crate::lab::{peer_f64, peer_i64, Lab};
+use crate::diagnose_wg_path::lab::{peer_f64, peer_i64, Lab};
 
 /// The observation; the traffic lasts a second longer, so it spans the whole window.
 const WINDOW: Duration = Duration::from_secs(8);

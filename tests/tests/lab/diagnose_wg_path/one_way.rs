@@ -12,7 +12,7 @@ use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::loss::{Direction, PacketLoss};
 use netdoctor_lab::{lab_guard, observe, traffic, LineTopology, PingOpts};
 
-use crate::lab::{peer_i64, Lab, Underlay};
+use crate::diagnose_wg_path::lab::{peer_i64, Lab, Underlay};
 
 const ID: &str = "wireguard.one_way_path";
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig};
 
-use crate::api_metrics::{api_metrics, base_metric, metric_uses};
+use crate::prometheus_rules::api_metrics::{api_metrics, base_metric, metric_uses};
 
 #[test]
 fn alerting_rules_pass_promtool_check() -> Result<()> {

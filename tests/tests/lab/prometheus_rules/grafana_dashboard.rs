@@ -9,9 +9,11 @@ use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::grafana::{self, Dashboard, Substitutions, DATASOURCE_UID};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
 
-use crate::api_metrics::{api_metrics, base_metric, metric_uses, synthetic_exposition};
-use crate::exporter::StaticExporter;
-use crate::SCRAPE_TIMEOUT;
+use crate::prometheus_rules::api_metrics::{
+    api_metrics, base_metric, metric_uses, synthetic_exposition,
+};
+use crate::prometheus_rules::exporter::StaticExporter;
+use crate::prometheus_rules::SCRAPE_TIMEOUT;
 
 #[test]
 fn grafana_dashboard_is_importable_and_filters_by_instance_and_interface() -> Result<()> {

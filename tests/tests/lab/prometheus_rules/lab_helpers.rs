@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Result};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob, TargetHealth};
 
-use crate::exporter::StaticExporter;
-use crate::SCRAPE_TIMEOUT;
+use crate::prometheus_rules::exporter::StaticExporter;
+use crate::prometheus_rules::SCRAPE_TIMEOUT;
 
 const EXPOSITION: &str = "\
 # HELP netdoctor_interface_mtu_bytes MTU of the interface.

@@ -11,7 +11,7 @@ use netdoctor_lab::{
 use serde_json::Value;
 
 use crate::common_mesh::{diagnose, join, Diagnosis};
-use crate::flow_fields::{flow_f64, flow_str};
+use crate::seed_scenarios::flow_fields::{flow_f64, flow_str};
 
 /// Makes `cc` the namespace's default (`net.ipv4.tcp_congestion_control`). A namespace
 /// other than the host's may only pick algorithms in the host's

@@ -16,10 +16,8 @@
 //! Build the binary first: `cargo build -p netdoctor`.
 //!
 //! One module per seed situation; [`flow_fields`] reads the flows of their reports, and
-//! `common_mesh` (shared with other test binaries) runs the diagnosis.
+//! `crate::common_mesh` (shared with other modules) runs the diagnosis.
 
-#[path = "../common_mesh/mod.rs"]
-mod common_mesh;
 mod flow_fields;
 
 mod cubic_loss;

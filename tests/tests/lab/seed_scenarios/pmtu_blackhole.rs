@@ -7,7 +7,7 @@ use netdoctor_lab::{lab_guard, BgProcess, Iperf3Server, LineConfig, LineTopology
 use serde_json::Value;
 
 use crate::common_mesh::{diagnose, join, mtu_fix, Diagnosis};
-use crate::flow_fields::flow_f64;
+use crate::seed_scenarios::flow_fields::flow_f64;
 
 /// client — router — server; the router's hop to the server has MTU 1400 (the server's
 /// own interface keeps 1500) and, when `filter_icmp`, the router drops the ICMP

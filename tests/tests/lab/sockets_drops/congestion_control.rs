@@ -14,9 +14,9 @@ use netdoctor_lab::netdoctor::{self, str_field, u64_field, Watch};
 use netdoctor_lab::{lab_guard, traffic, Iperf3Server, Netns, PairTopology};
 use serde_json::Value;
 
-use crate::helpers::{bool_field, enter, ip, iperf3_local_port, iperf3_opts, join};
-use crate::rows::{assert_only_local, cc_aggregate, describe_rows, row_for, rows};
-use crate::ss::{parse_ss, SsInfo};
+use crate::sockets_drops::helpers::{bool_field, enter, ip, iperf3_local_port, iperf3_opts, join};
+use crate::sockets_drops::rows::{assert_only_local, cc_aggregate, describe_rows, row_for, rows};
+use crate::sockets_drops::ss::{parse_ss, SsInfo};
 
 const CUBIC_PORT: u16 = 40001;
 const BBR_PORT: u16 = 40002;

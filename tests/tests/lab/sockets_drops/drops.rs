@@ -11,7 +11,7 @@ use netdoctor_lab::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::helpers::f64_field;
+use crate::sockets_drops::helpers::f64_field;
 
 /// `netdoctor drops ARGS` in the background inside `ns`, once its probe is attached.
 fn start_drops(ns: &Netns, args: &[&str]) -> Result<BgProcess> {

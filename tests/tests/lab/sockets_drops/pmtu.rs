@@ -10,9 +10,9 @@ use anyhow::{bail, ensure, Result};
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{lab_guard, BgProcess, Iperf3Server, LineConfig, LineTopology};
 
-use crate::helpers::ip;
-use crate::rows::{describe_rows, row_for, rows};
-use crate::ss::{ss_socket, SsInfo};
+use crate::sockets_drops::helpers::ip;
+use crate::sockets_drops::rows::{describe_rows, row_for, rows};
+use crate::sockets_drops::ss::{ss_socket, SsInfo};
 
 const PMTU_CPORT: u16 = 40400;
 

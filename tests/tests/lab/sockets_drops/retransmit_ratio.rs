@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use netdoctor_lab::netdoctor::{u64_field, Watch};
 use netdoctor_lab::{lab_guard, traffic, Direction, Iperf3Server, PacketLoss, PairTopology};
 
-use crate::helpers::{f64_field, ip, iperf3_opts};
-use crate::rows::{assert_only_local, cc_aggregate, row_for, rows};
+use crate::sockets_drops::helpers::{f64_field, ip, iperf3_opts};
+use crate::sockets_drops::rows::{assert_only_local, cc_aggregate, row_for, rows};
 
 #[test]
 fn retransmit_ratio_follows_loss() -> Result<()> {

@@ -7,7 +7,7 @@ use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::netdoctor::{str_field, u64_field, Report};
 use serde_json::Value;
 
-use crate::helpers::{bool_field, f64_field, ip};
+use crate::sockets_drops::helpers::{bool_field, f64_field, ip};
 
 /// One entry of `sockets`.
 #[derive(Debug, Clone)]

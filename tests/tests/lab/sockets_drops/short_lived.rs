@@ -10,8 +10,8 @@ use anyhow::{bail, ensure, Context, Result};
 use netdoctor_lab::netdoctor::Watch;
 use netdoctor_lab::{lab_guard, Netns, PairTopology};
 
-use crate::helpers::{enter, ip, join};
-use crate::rows::{assert_only_local, describe_rows, row_for, rows};
+use crate::sockets_drops::helpers::{enter, ip, join};
+use crate::sockets_drops::rows::{assert_only_local, describe_rows, row_for, rows};
 
 const SHORT_PORT: u16 = 7000;
 const SHORT_CONNS: usize = 6;

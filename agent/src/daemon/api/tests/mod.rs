@@ -7,6 +7,7 @@
 mod fixture;
 
 mod auth;
+mod bad_parameters;
 mod diagnose;
 mod health;
 mod live;

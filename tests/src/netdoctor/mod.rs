@@ -24,7 +24,8 @@ mod report;
 mod run;
 
 pub use fields::{str_field, u64_field};
-pub use records::{DirCounters, Flow, TooBig, Tunnel, WgMessages};
+pub use netdoctor::kernel::packet::counters::DirCounters;
+pub use records::{Flow, TooBig, Tunnel, WgMessages};
 pub use report::Report;
 pub use run::{binary, run, Watch};
 

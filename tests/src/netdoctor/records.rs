@@ -1,76 +1,12 @@
-//! The records of a report: one direction's counters, flows, tunnels and too-big
-//! entries, each parsed from its JSON object.
+//! The records of a report: flows, tunnels and too-big entries, each parsed from its JSON
+//! object. A direction's counters are the agent's own type (`DirCounters`, read with serde).
 
 use std::net::IpAddr;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::fields::{array_field, field, ip_field, str_field, u16_field, u64_field};
-
-/// One direction's interface counters (`counters.ingress` / `counters.egress`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirCounters {
-    /// skbs/frames the hook saw.
-    pub packets: u64,
-    /// Wire segments (GSO-aware).
-    pub segments: u64,
-    /// Bytes, L2 header included.
-    pub bytes: u64,
-    /// Segments per size bucket.
-    pub size_buckets: Vec<u64>,
-    /// Non-IP frames.
-    pub non_ip: u64,
-    /// Frames with short headers.
-    pub truncated: u64,
-    /// GSO super-packets.
-    pub gso_packets: u64,
-    /// First fragments.
-    pub fragments_first: u64,
-    /// Later fragments.
-    pub fragments_later: u64,
-    /// DF segments above the MTU.
-    pub df_over_mtu: u64,
-    /// ICMP 3/4 messages.
-    pub icmp_frag_needed: u64,
-    /// ICMPv6 type 2 messages.
-    pub icmp6_packet_too_big: u64,
-    /// TCP segments of local connections that took the local path; of those, the
-    /// retransmitted ones; their largest segment (0: unknown) and its packets.
-    pub local_tcp_segments: u64,
-    /// See `local_tcp_segments`.
-    pub local_tcp_retransmits: u64,
-    /// See `local_tcp_segments`.
-    pub local_tcp_max_segment: u64,
-    /// See `local_tcp_segments`.
-    pub local_tcp_max_segment_hits: u64,
-}
-
-impl DirCounters {
-    pub(super) fn from_json(v: &Value) -> Result<Self> {
-        Ok(DirCounters {
-            packets: u64_field(v, "packets")?,
-            segments: u64_field(v, "segments")?,
-            bytes: u64_field(v, "bytes")?,
-            size_buckets: array_field(v, "size_buckets")?
-                .iter()
-                .map(|b| b.as_u64().context("size bucket is not an integer"))
-                .collect::<Result<_>>()?,
-            non_ip: u64_field(v, "non_ip")?,
-            truncated: u64_field(v, "truncated")?,
-            gso_packets: u64_field(v, "gso_packets")?,
-            fragments_first: u64_field(v, "fragments_first")?,
-            fragments_later: u64_field(v, "fragments_later")?,
-            df_over_mtu: u64_field(v, "df_over_mtu")?,
-            icmp_frag_needed: u64_field(v, "icmp_frag_needed")?,
-            icmp6_packet_too_big: u64_field(v, "icmp6_packet_too_big")?,
-            local_tcp_segments: u64_field(v, "local_tcp_segments")?,
-            local_tcp_retransmits: u64_field(v, "local_tcp_retransmits")?,
-            local_tcp_max_segment: u64_field(v, "local_tcp_max_segment")?,
-            local_tcp_max_segment_hits: u64_field(v, "local_tcp_max_segment_hits")?,
-        })
-    }
-}
+use super::fields::{field, ip_field, str_field, u16_field, u64_field};
 
 /// WireGuard message counts of a flow or tunnel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! The whole `--json` report: parsed, schema-checked, and asked for its parts.
 
 use anyhow::{bail, Context, Result};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::fields::{array_field, field, str_field, u64_field};
-use super::records::{DirCounters, Flow, TooBig, Tunnel};
+use super::records::{Flow, TooBig, Tunnel};
+use super::DirCounters;
 
 /// A parsed `netdoctor flows --json` document. Parsing checks every
 /// documented key and type.
@@ -48,8 +50,8 @@ impl Report {
         }
         let buckets = array_field(&json, "size_buckets")?;
         let counters = field(&json, "counters")?;
-        let ingress = DirCounters::from_json(field(counters, "ingress")?)?;
-        let egress = DirCounters::from_json(field(counters, "egress")?)?;
+        let ingress = dir_counters(counters, "ingress")?;
+        let egress = dir_counters(counters, "egress")?;
         for (dir, c) in [("ingress", &ingress), ("egress", &egress)] {
             if c.size_buckets.len() != buckets.len() {
                 bail!(
@@ -114,5 +116,55 @@ impl Report {
             .map(Flow::describe)
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// `counters.<dir>` as the agent's own type: every field required, each of its type.
+fn dir_counters(counters: &Value, dir: &str) -> Result<DirCounters> {
+    DirCounters::deserialize(field(counters, dir)?)
+        .with_context(|| format!("counters.{dir} is not netdoctor's DirCounters"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn counters_are_read_as_the_agent_writes_them_and_every_field_is_required() {
+        let written = DirCounters {
+            packets: 7,
+            size_buckets: vec![1, 2, 3],
+            local_tcp_max_segment_hits: 4,
+            ..DirCounters::default()
+        };
+        let counters = json!({ "ingress": serde_json::to_value(&written).expect("serialize") });
+        assert_eq!(
+            dir_counters(&counters, "ingress").expect("read back"),
+            written
+        );
+
+        let mut missing = counters.clone();
+        missing["ingress"]
+            .as_object_mut()
+            .expect("an object")
+            .remove("df_over_mtu");
+        let e = format!(
+            "{:#}",
+            dir_counters(&missing, "ingress").expect_err("a missing field")
+        );
+        assert!(
+            e.contains("counters.ingress") && e.contains("df_over_mtu"),
+            "{e}"
+        );
+        let mut mistyped = counters;
+        mistyped["ingress"]["packets"] = json!("7");
+        let e = format!(
+            "{:#}",
+            dir_counters(&mistyped, "ingress").expect_err("a mistyped field")
+        );
+        assert!(e.contains("counters.ingress"), "{e}");
+        assert!(dir_counters(&json!({}), "egress").is_err());
     }
 }

@@ -4,8 +4,8 @@
 //! ([`super::random`]) through the real programs and through this model and compare the
 //! counters field by field.
 //!
-//! It knows nothing of netdoctor's types: it counts into the lab's own mirror of them,
-//! [`DirCounters`] (what netdoctor's JSON reports), to which the tests convert.
+//! It shares nothing with netdoctor's code but the plain struct it counts into,
+//! [`DirCounters`] (netdoctor's own type, what its JSON reports): its rules are its own.
 
 use crate::netdoctor::DirCounters;
 

@@ -1,7 +1,7 @@
 //! Per-interface counters: packets, bytes, segment sizes against the MTU, fragments, ICMP
 //! "too big" messages. Summed over CPUs from the `iface_stats` map.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::kernel::views::nd_dir_stats;
 
@@ -12,8 +12,9 @@ use crate::kernel::views::nd_dir_stats;
 /// `limits` test).
 pub const SIZE_BUCKET_BOUNDS: [u32; 9] = [576, 1280, 1380, 1420, 1440, 1450, 1480, 1500, 9000];
 
-/// Counters for one direction of one interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Counters for one direction of one interface (also what the lab reads back from a report:
+/// every field required).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirCounters {
     /// Frames or skbs the hook saw (a GSO super-packet counts once).
     pub packets: u64,

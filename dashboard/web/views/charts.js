@@ -7,6 +7,7 @@ import { formatBitRate, formatPercent, formatCount, formatMtu, formatTimestamp, 
 import {
   throughputSeries, retransSeries, dropsSeries, pmtuSeries, sizeHistogram, routeHash, orderSamples,
 } from '../model.js';
+import { timeAxisIncrs, timeAxisLabels } from '../timeaxis.js';
 
 const RANGES = { '15m': 900e3, '1h': 3600e3, '6h': 6 * 3600e3 };
 /** Pages of 1000 samples fetched at most (6 h of 10 s windows is 2160 samples). */
@@ -73,13 +74,22 @@ function lineSeries(label, stroke, value, extra = {}) {
   return { label, stroke, width: 2, value: (u, v) => (v === null || v === undefined ? '–' : value(v)), spanGaps: false, ...extra };
 }
 
+/** The x axis of the time charts: whole-second ticks and labels a person reads (timeaxis.js). */
+function timeAxis(p) {
+  return {
+    ...axisStyle(p),
+    incrs: (u, axisIdx, min, max) => timeAxisIncrs(max - min),
+    values: (u, splits) => timeAxisLabels(splits, u.scales.x.max - u.scales.x.min),
+  };
+}
+
 function timeOpts(p, width, series, yValues, ySize = 60, extra = {}) {
   return {
     width,
     height: 200,
     series: [{ label: 'time', value: (u, v) => (v ? formatTimestamp(v * 1000) : '–') }, ...series],
     axes: [
-      { ...axisStyle(p) },
+      timeAxis(p),
       { ...axisStyle(p), size: ySize, values: (u, vals) => vals.map(yValues) },
     ],
     scales: { x: { time: true } },

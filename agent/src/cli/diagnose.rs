@@ -174,12 +174,8 @@ fn print(r: &Report, color: bool, width: usize) {
         let text = wrapped(&plain, width, FINDING_INDENT);
         println!("{label}{}", &text[8..]);
         if !finding.evidence.is_empty() {
-            let ev: Vec<String> = finding
-                .evidence
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let line = format!("{FINDING_INDENT}evidence: {}", ev.join(", "));
+            let ev = super::units::evidence_line(&finding.evidence);
+            let line = format!("{FINDING_INDENT}evidence: {ev}");
             println!("{}", wrapped(&line, width, FINDING_INDENT));
         }
         println!("         fix: {}", finding.fix);

@@ -11,6 +11,7 @@ mod probe;
 mod rules;
 mod run;
 mod shutdown;
+mod units;
 mod wireguard;
 
 pub use run::main;

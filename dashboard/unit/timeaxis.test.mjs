@@ -32,6 +32,12 @@ test('ranges of 15 min to hours label HH:MM', () => {
   assert.deepEqual(timeAxisLabels([at(2026, 11, 27, 6), at(2026, 11, 27, 12)], 6 * 3600), ['06:00', '12:00']);
 });
 
+test('from 5 min up, minute ticks drop the seconds; below, seconds stay', () => {
+  const t0 = at(2026, 11, 27, 9, 50);
+  assert.deepEqual(timeAxisLabels([t0, t0 + 60, t0 + 120], SECONDS_RANGE_S), ['09:50', '09:51', '09:52']);
+  assert.deepEqual(timeAxisLabels([t0, t0 + 60, t0 + 120], SECONDS_RANGE_S - 1), ['09:50:00', '09:51:00', '09:52:00']);
+});
+
 test('a tick between minutes keeps its seconds even over an hour', () => {
   const t0 = at(2026, 11, 27, 9, 50, 30);
   assert.deepEqual(timeAxisLabels([t0, t0 + 600], 3600), ['09:50:30', '10:00:30']);

@@ -8,7 +8,7 @@
 /** Below this range (seconds) ticks may fall between seconds and labels show milliseconds. */
 export const SUBSECOND_RANGE_S = 5;
 /** Below this range (seconds) labels show seconds: HH:MM:SS. */
-export const SECONDS_RANGE_S = 15 * 60;
+export const SECONDS_RANGE_S = 5 * 60;
 /** Below this range (seconds) labels show the time of day: HH:MM; above it, dates. */
 export const DAYS_RANGE_S = 2 * 86400;
 

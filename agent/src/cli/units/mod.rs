@@ -73,11 +73,14 @@ const NAMED: &[(&str, Unit)] = &[
     ("rp_filter", Unit::Plain),
     ("rp_filter_all", Unit::Plain),
     ("rp_filter_iface", Unit::Plain),
+    ("reordering_metric", Unit::Plain),
 ];
 
 /// Evidence whose values are text, flags or lists of text.
 const TEXT: &[&str] = &[
     "bond",
+    "bond_members",
+    "bond_mode",
     "bridge",
     "broken_direction",
     "busiest",
@@ -87,6 +90,7 @@ const TEXT: &[&str] = &[
     "clamping_rule_present",
     "daemon",
     "default_cc",
+    "ecmp_route",
     "derp_servers",
     "endpoint",
     "hash_policy",
@@ -109,6 +113,7 @@ const TEXT: &[&str] = &[
     "receiver",
     "route",
     "tunnel_sources",
+    "underlay_bond_mode",
     "uplink",
     "uplinks",
     "xmit_hash_policy",
@@ -129,6 +134,7 @@ const COUNT_SUFFIXES: &[&str] = &[
     "_unconfirmed",
     "_answered",
     "_evictions",
+    "_events",
     "_capacity",
 ];
 

@@ -100,7 +100,7 @@ impl<'obj> DropProbe<'obj> {
         })?;
         Ok(Some(DropProbe {
             skel,
-            netns: crate::kernel::sysctl::current_netns().unwrap_or(0),
+            netns: crate::kernel::netns::current_netns().unwrap_or(0),
             _link: link,
             reasons,
             has_reasons,

@@ -16,6 +16,7 @@ mod clsact;
 pub(crate) mod drops;
 mod error;
 pub(crate) mod features;
+pub(crate) mod netns;
 pub mod packet;
 pub mod sockets;
 pub(crate) mod sysctl;

@@ -140,8 +140,13 @@ impl Dataplane<'_> {
     }
 }
 
+/// Whether forwarding is on (`key` as a sysctl name, e.g. `net.ipv4.ip_forward`): a value
+/// other than "0", or unreadable.
 fn forwarding(key: &str) -> bool {
-    crate::kernel::sysctl::read(key).is_none_or(|v| v != "0")
+    let path = std::path::PathBuf::from("/proc/sys").join(key.replace('.', "/"));
+    std::fs::read_to_string(path)
+        .ok()
+        .is_none_or(|v| v.trim() != "0")
 }
 
 #[cfg(test)]

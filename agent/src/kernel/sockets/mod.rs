@@ -111,7 +111,7 @@ impl<'obj> SocketProbes<'obj> {
             retransmits: btf::has_tracepoint(&kernel, "tcp_retransmit_skb"),
             lifecycle: btf::has_tracepoint(&kernel, "inet_sock_set_state"),
         };
-        let netns = crate::kernel::sysctl::current_netns().unwrap_or(0);
+        let netns = crate::kernel::netns::current_netns().unwrap_or(0);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.retransmit_has_err =
                 btf::tracepoint_args(&kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3;

@@ -255,10 +255,10 @@ mod tests {
             daemon_line(&f).as_deref(),
             Some("  daemon: fastd (pid 812, uid 0): CPU use not measured (see the notes)")
         );
-        let cpu = crate::facts::cpu::DaemonCpu {
+        let cpu = crate::config::cpu::DaemonCpu {
             percent: 97.0,
             limit_percent: 100.0,
-            limited_by: crate::facts::cpu::LimitedBy::Threads,
+            limited_by: crate::config::cpu::LimitedBy::Threads,
             threads: 1,
             busy_threads: 1,
         };

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::shutdown::Interrupts;
 use super::{observe, output, DropsArgs};
-use crate::facts::iface;
+use crate::config::iface;
 use crate::kernel::drops::{self, DropCount, DropProbe};
 
 /// What `netdoctor drops` reports (also its `--json` document).
@@ -48,7 +48,7 @@ pub(super) async fn run(args: DropsArgs, interrupts: Interrupts) -> anyhow::Resu
                 .iter()
                 .find(|(_, n)| *n == name)
                 .map(|(i, _)| *i)
-                .ok_or_else(|| crate::facts::Error::UnknownInterface(name.clone()))?,
+                .ok_or_else(|| crate::config::Error::UnknownInterface(name.clone()))?,
         ),
         None => None,
     };

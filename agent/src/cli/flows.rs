@@ -9,10 +9,12 @@ use serde::Serialize;
 
 use super::shutdown::Interrupts;
 use super::{output, FlowsArgs};
-use crate::facts::iface::{self, Interface};
-use crate::facts::tailscale::PeerPath;
-use crate::facts::wireguard::Peer;
-use crate::facts::{link, tunnel, underlay};
+use crate::config::iface::{self, Interface};
+use crate::config::sysctl::CongestionControl;
+use crate::config::wireguard::tailscale::PeerPath;
+use crate::config::wireguard::Peer;
+use crate::config::{link, tunnel};
+use crate::facts::underlay;
 use crate::kernel::packet::counters::{bucket_label, IfaceCounters, SIZE_BUCKET_BOUNDS};
 use crate::kernel::packet::flow_table::FlowTableUse;
 use crate::kernel::packet::flows::{top_by_bytes, Flow};
@@ -22,7 +24,6 @@ use crate::kernel::packet::wg_path::{self, EndpointPath};
 use crate::kernel::packet::{Dataplane, Hooks};
 use crate::kernel::sockets::rates::{self, Baseline, CcAggregate, SocketRow};
 use crate::kernel::sockets::{Signals, SocketProbes};
-use crate::kernel::sysctl::CongestionControl;
 
 /// What `netdoctor flows` reports (also its `--json` document).
 #[derive(Debug, Serialize)]

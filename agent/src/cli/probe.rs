@@ -6,7 +6,7 @@ use super::ProbeArgs;
 use crate::facts::probe::{self, targets, ProbeOptions};
 
 pub(super) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    let route = crate::facts::route::get(args.target).await?;
+    let route = crate::config::route::get(args.target).await?;
     if let Some(why) = targets::unprobeable(&route) {
         anyhow::bail!(why);
     }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::WireguardArgs;
-use crate::facts::{tailscale, wireguard};
+use crate::config::wireguard::{self, tailscale};
 
 pub(super) async fn run(args: WireguardArgs) -> anyhow::Result<ExitCode> {
     let name = &args.interface;

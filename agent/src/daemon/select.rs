@@ -4,7 +4,7 @@
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-use crate::facts::iface::{IfaceKind, Interface};
+use crate::config::iface::{IfaceKind, Interface};
 
 /// Interface selection.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::iface::LinkType;
+    use crate::config::iface::LinkType;
 
     fn iface(name: &str, kind: IfaceKind) -> Interface {
         Interface {

@@ -1,6 +1,6 @@
 //! The agent's bearer token, read from `--token-file`: a secret only root (or the agent's
 //! own user) may choose or read, so the file is read only when
-//! [`crate::facts::trusted::read_private`] allows it: a regular file (no FIFO, device or
+//! [`crate::config::trusted::read_private`] allows it: a regular file (no FIFO, device or
 //! directory) of at most [`MAX_TOKEN_FILE`] bytes, owned by root or the agent's user,
 //! written by nobody else and read by nobody but them and its group (0600, 0400; 0640 or
 //! 0440 shares it with the file's group, as Kubernetes does for a Secret mounted with
@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::facts::trusted::{self, Untrusted};
+use crate::config::trusted::{self, Untrusted};
 
 /// A token file holds one line of at most a few hundred characters.
 pub const MAX_TOKEN_FILE: u64 = 4096;

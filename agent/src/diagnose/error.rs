@@ -7,7 +7,7 @@
 pub enum Error {
     /// The interface, its configuration or the observation could not be read.
     #[error(transparent)]
-    Facts(#[from] crate::facts::Error),
+    Facts(#[from] crate::config::Error),
     /// The rules (built-in or `--rules DIR`) are invalid.
     #[error(transparent)]
     Rules(#[from] crate::rules::InvalidRules),
@@ -20,7 +20,7 @@ impl Error {
     /// The interface asked for, when it does not exist.
     pub fn unknown_interface(&self) -> Option<&str> {
         match self {
-            Error::Facts(crate::facts::Error::UnknownInterface(name)) => Some(name),
+            Error::Facts(crate::config::Error::UnknownInterface(name)) => Some(name),
             _ => None,
         }
     }

@@ -8,7 +8,9 @@ mod probes;
 
 pub use error::Error;
 
-use crate::facts::{bond, bridge, build, route_table, signals, tunnel, underlay, watch, Host};
+use crate::config::host::Host;
+use crate::config::{bond, route_table, tunnel};
+use crate::facts::{bridge, build, signals, underlay, watch};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -16,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::facts::firewall::Ruleset;
-use crate::facts::iface;
+use crate::config::firewall::Ruleset;
+use crate::config::iface;
+use crate::config::link;
 use crate::facts::probe::{targets, MAX_PROBE_TARGETS};
-use crate::facts::{link, Facts};
+use crate::facts::Facts;
 use crate::kernel::packet::{Dataplane, Options};
 use crate::kernel::sockets::rates::Baseline;
 use crate::kernel::sockets::SocketProbes;
@@ -93,7 +96,7 @@ pub async fn diagnose(
         .iter()
         .find(|i| i.name == name)
         .cloned()
-        .ok_or_else(|| crate::facts::Error::UnknownInterface(name.to_owned()))?;
+        .ok_or_else(|| crate::config::Error::UnknownInterface(name.to_owned()))?;
     let details = link::details(me.index).await?;
     let tun = tunnel::identify(&me, &details).await;
     let mut notes = tun.notes.clone();

@@ -14,10 +14,10 @@
 use rtnetlink::packet_route::link::LinkAttribute;
 use serde::Serialize;
 
-use super::error::Result;
-use super::iface::{IfaceKind, Interface};
-use super::link::LinkDetails;
 use super::underlay::is_tunnel_kind;
+use crate::config::iface::{IfaceKind, Interface};
+use crate::config::link::LinkDetails;
+use crate::config::Result;
 use crate::kernel::drops::{self, DropCount};
 use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::Snapshot;
@@ -86,7 +86,7 @@ pub struct BridgeFacts {
 
 /// Every link's controller (the bridge or bond it is attached to): (index, controller).
 async fn controllers() -> Result<Vec<(u32, u32)>> {
-    let links = super::link::all("reading bridge ports").await?;
+    let links = crate::config::link::all("reading bridge ports").await?;
     Ok(links
         .iter()
         .filter_map(|l| {

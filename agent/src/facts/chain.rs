@@ -3,10 +3,10 @@
 //! interface that is not a tunnel, and the largest packet that chain carries unfragmented:
 //! each tunnel's own MTU, and what the one below it carries minus its overhead.
 
-use super::iface::Interface;
 use super::overhead::{self, Family};
 use super::underlay::{self, is_tunnel_kind};
-use super::{link, tunnel};
+use crate::config::iface::Interface;
+use crate::config::{link, tunnel};
 
 /// At most this many interfaces are followed (a loop of routes ends here too).
 const MAX_HOPS: usize = 6;

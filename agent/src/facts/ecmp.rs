@@ -9,11 +9,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::iface::Interface;
-use super::route_table::TableRoute;
+use crate::config::iface::Interface;
+use crate::config::route_table::TableRoute;
+use crate::config::sysctl;
 use crate::kernel::packet::flows::{Flow, FlowKey};
 use crate::kernel::sockets::rates::SocketRow;
-use crate::kernel::sysctl;
 use crate::kernel::views::{Direction, Encap};
 
 /// `FIB_MULTIPATH_HASH_FIELD_SRC_PORT | FIB_MULTIPATH_HASH_FIELD_DST_PORT` (outer).
@@ -245,7 +245,7 @@ fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::route_table::Nexthop;
+    use crate::config::route_table::Nexthop;
     use crate::kernel::packet::flows::test_flow;
 
     fn iface(name: &str, index: u32) -> Interface {

@@ -15,8 +15,9 @@
 
 use std::net::IpAddr;
 
-use super::prefix::Prefix;
-use super::{FlowFacts, Host, PeerFacts};
+use super::{FlowFacts, PeerFacts};
+use crate::config::host::Host;
+use crate::config::prefix::Prefix;
 use crate::kernel::sockets::limits::Limit;
 use crate::kernel::sockets::rates::SocketRow;
 

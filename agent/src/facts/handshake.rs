@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::tunnel::{self, ConfiguredTunnel};
-use crate::facts::wireguard::Peer;
+use crate::config::tunnel::{self, ConfiguredTunnel};
+use crate::config::wireguard::Peer;
 use crate::facts::PeerFacts;
 
 /// How long a handshake in flight may take to complete: one round trip plus the peers'

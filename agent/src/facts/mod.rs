@@ -1,46 +1,27 @@
-//! Facts about an interface and its path, read from the kernel and the tunnel daemons,
+//! Facts about an interface and its path, derived from what the kernel counted
+//! ([`crate::kernel`]) and the configuration read from the system ([`crate::config`]),
 //! never guessed. [`Facts`] is the document rules are written against: its fields are the
 //! variables a rule's CEL expressions read (`iface.mtu`, `tunnel.max_mtu`, `peer.…`,
 //! `flow.…`), documented in `docs/rules.md`.
 
-pub mod bond;
 pub mod bridge;
 pub mod build;
 pub mod chain;
-pub mod cpu;
 pub mod ecmp;
-mod error;
-pub mod firewall;
 pub mod flows;
 pub mod handshake;
-pub mod host;
-pub mod iface;
-pub mod ip_tunnel;
-pub mod link;
 pub mod nat;
 pub mod overhead;
-pub mod prefix;
 pub mod probe;
-pub mod process;
 pub mod reorder;
-pub mod route;
-pub mod route_table;
 pub mod signals;
-pub mod tailscale;
-pub mod tinc;
-pub mod trusted;
-pub mod tunnel;
 pub mod underlay;
-pub mod uplink;
-pub mod vpncloud;
 pub mod watch;
-pub mod wg_netlink;
-pub mod wireguard;
 
 use serde::Serialize;
 
-pub use error::{Error, Result};
-pub use host::Host;
+use crate::config::host::Host;
+use crate::config::{bond, cpu};
 
 /// The diagnosed interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -1,7 +1,7 @@
 //! A gateway's source address translation for its tunnel's clients: the tunnel's address
 //! ranges (its interface addresses and the peers' allowed IPs), the uplinks (where the
-//! clients' traffic is routed out, [`super::uplink`]), whether a masquerade or SNAT rule
-//! covers those ranges leaving an uplink ([`super::firewall`]), and what the data plane saw
+//! clients' traffic is routed out, [`crate::config::uplink`]), whether a masquerade or SNAT rule
+//! covers those ranges leaving an uplink ([`crate::config::firewall`]), and what the data plane saw
 //! there: packets from those ranges leaving untranslated, and whether anything came back.
 //!
 //! Without translation a road-warrior gateway sends its clients' private addresses to the
@@ -9,9 +9,9 @@
 
 use serde::Serialize;
 
-use super::firewall::Ruleset;
-use super::iface::Interface;
-use super::prefix::Prefix;
+use crate::config::firewall::Ruleset;
+use crate::config::iface::Interface;
+use crate::config::prefix::Prefix;
 use crate::kernel::packet::flows::Flow;
 use crate::kernel::views::Direction;
 
@@ -152,7 +152,7 @@ fn on_uplink(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::firewall::{Action, Family, Hook, IfName, Match, Rule, Source};
+    use crate::config::firewall::{Action, Family, Hook, IfName, Match, Rule, Source};
     use crate::kernel::packet::flows::test_flow;
 
     /// An nftables masquerade of 10.250.0.0/24 leaving through `oif`.

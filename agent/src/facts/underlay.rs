@@ -3,9 +3,9 @@
 //! or, for TUN/TAP daemons whose endpoints are not configured, every plausible candidate
 //! (the one carrying the tunnel's port is chosen from the observation).
 
-use super::iface::{IfaceKind, Interface};
-use super::link::LinkDetails;
-use super::tunnel::ConfiguredTunnel;
+use crate::config::iface::{IfaceKind, Interface};
+use crate::config::link::LinkDetails;
+use crate::config::tunnel::ConfiguredTunnel;
 
 /// At most this many candidate underlays are watched when the tunnel's endpoints are not
 /// configured (TUN/TAP daemons): the one carrying the tunnel's port is chosen afterwards.
@@ -45,7 +45,7 @@ pub async fn underlay(
     }
     let mut u = Underlay::default();
     for ep in &tun.endpoints {
-        if let Ok(route) = crate::facts::route::get_among(ep.ip().to_canonical(), all).await {
+        if let Ok(route) = crate::config::route::get_among(ep.ip().to_canonical(), all).await {
             u.route_mtu = Some(u.route_mtu.map_or(route.mtu, |m: u32| m.min(route.mtu)));
             if u.iface.is_none() {
                 u.iface = all.iter().find(|i| i.index == route.ifindex).cloned();
@@ -56,7 +56,7 @@ pub async fn underlay(
     // underlay when no endpoint is known (every peer relayed).
     let mut toward_relays = Vec::new();
     for relay in &tun.relays {
-        if let Ok(route) = crate::facts::route::get_among(relay.ip().to_canonical(), all).await {
+        if let Ok(route) = crate::config::route::get_among(relay.ip().to_canonical(), all).await {
             if let Some(i) = all.iter().find(|i| i.index == route.ifindex) {
                 toward_relays.push(i.clone());
             }

@@ -2,14 +2,15 @@
 //! every nexthop of a multipath route over them (to measure how flows spread, see
 //! [`super::ecmp`]), and a forwarding gateway's uplinks (to see its tunnel's clients leave
 //! them, see [`super::nat`]): the default route's interface, and those the clients'
-//! traffic was seen routed out of ([`super::uplink`]); and a bridge with every port, when
+//! traffic was seen routed out of ([`crate::config::uplink`]); and a bridge with every port, when
 //! the interface is one or a port of one ([`super::bridge`]).
 
 use super::bridge::Bridge;
-use super::iface::Interface;
-use super::route_table::TableRoute;
+use super::ecmp;
 use super::underlay::{is_tunnel_kind, Underlay};
-use super::{ecmp, uplink};
+use crate::config::iface::Interface;
+use crate::config::route_table::TableRoute;
+use crate::config::uplink;
 
 /// The interfaces to watch besides `me` and the underlay candidates, each once. `uplinks`
 /// names those a gateway's clients' traffic was routed out of (`nat.uplinks` of an

@@ -19,7 +19,6 @@ pub(crate) mod features;
 pub(crate) mod netns;
 pub mod packet;
 pub mod sockets;
-pub(crate) mod sysctl;
 mod tc_filters;
 pub mod views;
 

@@ -20,7 +20,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::limits::MAX_RULE_FILE;
-use crate::facts::trusted::trusted_uid;
+use crate::config::trusted::trusted_uid;
 
 /// Why another user may control `meta`'s file or directory at `path`, with the fix.
 fn controlled_by_another_user(meta: &Metadata, path: &Path) -> Option<String> {

@@ -51,7 +51,7 @@ async fn run(
             })?,
     };
     let probe = p.flag("probe", true)?;
-    if crate::facts::iface::by_name(&iface).await.is_err() {
+    if crate::config::iface::by_name(&iface).await.is_err() {
         return Err(ApiError::UnknownInterface(iface));
     }
     // The slot is held by the diagnosis itself, not by this request: a client that goes

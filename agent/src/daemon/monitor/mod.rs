@@ -16,9 +16,9 @@ mod publish;
 
 use super::select::Selector;
 use super::state::{Rates, Shared};
-use crate::facts::iface::{self, Interface};
+use crate::config::iface::{self, Interface};
+use crate::config::wireguard::Device;
 use crate::facts::probe::ProbeResult;
-use crate::facts::wireguard::Device;
 use crate::kernel::drops::{DropCount, DropProbe};
 use crate::kernel::packet::counters::IfaceCounters;
 use crate::kernel::packet::{self, Dataplane};
@@ -77,13 +77,13 @@ pub struct Monitor<'obj> {
     prev_dp: packet::Snapshot,
     prev_drops: Vec<DropCount>,
     /// Every link's transmit counters at the window's start (bond members).
-    prev_links: Vec<crate::facts::bond::LinkCounter>,
+    prev_links: Vec<crate::config::bond::LinkCounter>,
     baseline: Option<Baseline>,
     prev_wireguard: HashMap<String, Device>,
     /// The host's CPU time at the window's start.
-    prev_host_cpu: Option<crate::facts::cpu::HostSample>,
+    prev_host_cpu: Option<crate::config::cpu::HostSample>,
     /// Each selected tunnel's daemon's CPU time at the window's start.
-    prev_daemon_cpu: HashMap<String, crate::facts::cpu::DaemonSample>,
+    prev_daemon_cpu: HashMap<String, crate::config::cpu::DaemonSample>,
     probes: HashMap<String, ProbeState>,
     probe_tx: mpsc::UnboundedSender<(String, Vec<(String, ProbeResult)>)>,
     probe_rx: mpsc::UnboundedReceiver<(String, Vec<(String, ProbeResult)>)>,
@@ -141,7 +141,7 @@ impl<'obj> Monitor<'obj> {
             prev_links: Vec::new(),
             baseline,
             prev_wireguard: HashMap::new(),
-            prev_host_cpu: crate::facts::cpu::HostSample::read().ok(),
+            prev_host_cpu: crate::config::cpu::HostSample::read().ok(),
             prev_daemon_cpu: HashMap::new(),
             probes: HashMap::new(),
             probe_tx,

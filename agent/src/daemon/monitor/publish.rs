@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::config::iface::Interface;
 use crate::daemon::state::{DropView, FlowView, LimitTotals, Rates, SocketView};
-use crate::facts::iface::Interface;
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::kernel::packet;

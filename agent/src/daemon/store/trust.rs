@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::{set_group, Access};
 use super::StoreError;
-use crate::facts::trusted::trusted_uid;
+use crate::config::trusted::trusted_uid;
 
 /// Suffixes of the files SQLite opens next to the database, and replays or trusts.
 pub const COMPANION_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];

@@ -1,11 +1,13 @@
 //! A gateway's source NAT facts for an observation: the tunnel's ranges, the uplinks its
 //! clients' flows were routed out of (the default route's interface without such flows,
-//! see [`crate::facts::uplink`]), and what left them untranslated.
+//! see [`crate::config::uplink`]), and what left them untranslated.
 
 use super::Observation;
-use crate::facts::iface::Interface;
+use crate::config::host::Host;
+use crate::config::iface::Interface;
+use crate::config::uplink;
+use crate::facts::nat;
 use crate::facts::underlay::is_tunnel_kind;
-use crate::facts::{nat, uplink, Host};
 
 impl Observation<'_> {
     /// `nat.*` of a tunnel interface (empty for any other); `host` says whether this host

@@ -1,9 +1,9 @@
 //! What the tunnel carried over the window (the kernel's link counters of the interface,
-//! both directions) and what its daemon used of the CPU ([`crate::facts::cpu`]).
+//! both directions) and what its daemon used of the CPU ([`crate::config::cpu`]).
 
 use super::Observation;
-use crate::facts::bond::LinkCounter;
-use crate::facts::cpu::{self, TunnelLoad};
+use crate::config::bond::LinkCounter;
+use crate::config::cpu::{self, TunnelLoad};
 
 fn one_decimal(v: f64) -> f64 {
     (v * 10.0).round() / 10.0

@@ -14,15 +14,16 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::ecmp;
-use super::firewall::Ruleset;
 use super::handshake::now_unix;
 use super::reorder;
-use super::route_table::TableRoute;
-use super::tunnel::{family_name, ConfiguredTunnel};
 use super::underlay::{is_tunnel_kind, Underlay};
-use crate::facts::iface::{IfaceKind, Interface};
-use crate::facts::link::{self, LinkDetails};
-use crate::facts::{DropFacts, Facts, Host, IfaceFacts, TrafficFacts, TunnelFacts};
+use crate::config::firewall::Ruleset;
+use crate::config::host::Host;
+use crate::config::iface::{IfaceKind, Interface};
+use crate::config::link::{self, LinkDetails};
+use crate::config::route_table::TableRoute;
+use crate::config::tunnel::{family_name, ConfiguredTunnel};
+use crate::facts::{DropFacts, Facts, IfaceFacts, TrafficFacts, TunnelFacts};
 use crate::kernel::drops;
 use crate::kernel::packet;
 use crate::kernel::packet::flows::Flow;
@@ -71,7 +72,7 @@ impl Observation<'_> {
     /// The facts of the window. WireGuard handshakes in flight when it ended get until
     /// `settle_until` to complete ([`super::handshake::settle`]), so one that completes is
     /// not stale.
-    pub async fn facts(&self, settle_until: Instant) -> crate::facts::Result<Facts> {
+    pub async fn facts(&self, settle_until: Instant) -> crate::config::Result<Facts> {
         let mut facts = self.read().await?;
         let start = self.window_start_unix();
         super::handshake::settle(self.tun, &mut facts.peers, start, settle_until).await;
@@ -80,11 +81,11 @@ impl Observation<'_> {
 
     /// The facts of the window so far, while it is still open (for the probes' targets):
     /// nothing waits for handshakes.
-    pub async fn provisional(&self) -> crate::facts::Result<Facts> {
+    pub async fn provisional(&self) -> crate::config::Result<Facts> {
         self.read().await
     }
 
-    async fn read(&self) -> crate::facts::Result<Facts> {
+    async fn read(&self) -> crate::config::Result<Facts> {
         let all_flows = &self.window.flows;
         let mine: Vec<&Flow> = all_flows
             .iter()
@@ -199,7 +200,7 @@ impl Observation<'_> {
             .as_ref()
             .map(|b| {
                 let secs = self.elapsed.as_secs_f64();
-                crate::facts::bond::measure(
+                crate::config::bond::measure(
                     &b.members,
                     self.all,
                     &self.start.links,

@@ -8,9 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::wg_path::{self, PathWindow};
 use super::{endpoint_name, to_i64, Observation};
+use crate::config::tunnel::family_name;
+use crate::config::wireguard::tailscale::{Paths, PeerPath};
 use crate::facts::handshake::{handshake_since, now_unix};
-use crate::facts::tailscale::{Paths, PeerPath};
-use crate::facts::tunnel::family_name;
 use crate::facts::PeerFacts;
 use crate::kernel::packet::flows::{Flow, WireguardMessages};
 use crate::kernel::sockets::rates::SocketRow;
@@ -227,7 +227,7 @@ impl Observation<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::tailscale::status::Path;
+    use crate::config::wireguard::tailscale::status::Path;
 
     fn flow(
         dir: Direction,

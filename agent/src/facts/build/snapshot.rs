@@ -1,11 +1,11 @@
 //! What the window's facts are measured between: counters and readings taken at its start
 //! and at its end.
 
-use crate::facts::bond::LinkCounter;
-use crate::facts::cpu::{CpuError, DaemonSample, HostSample};
-use crate::facts::tailscale::Paths;
-use crate::facts::tunnel::ConfiguredTunnel;
-use crate::facts::wireguard::Device;
+use crate::config::bond::LinkCounter;
+use crate::config::cpu::{CpuError, DaemonSample, HostSample};
+use crate::config::tunnel::ConfiguredTunnel;
+use crate::config::wireguard::tailscale::Paths;
+use crate::config::wireguard::Device;
 use crate::kernel::drops::{DropCount, DropProbe};
 
 /// WireGuard and drop counters read at the start and at the end of the window (sockets
@@ -34,7 +34,7 @@ impl Snapshot {
         }
     }
 
-    /// With every link's transmit counters (see [`crate::facts::bond::counters`]).
+    /// With every link's transmit counters (see [`crate::config::bond::counters`]).
     pub fn with_links(mut self, links: Vec<LinkCounter>) -> Self {
         self.links = links;
         self
@@ -79,7 +79,7 @@ impl Snapshot {
     pub fn take(
         tun: &ConfiguredTunnel,
         drops: Option<&DropProbe<'_>>,
-    ) -> crate::facts::Result<Self> {
+    ) -> crate::config::Result<Self> {
         let drops = drops
             .map(DropProbe::counts)
             .transpose()?

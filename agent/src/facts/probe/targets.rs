@@ -4,9 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::ProbeResult;
-use crate::facts::iface::Interface;
-use crate::facts::route::{Route, RouteKind};
-use crate::facts::tunnel::ConfiguredTunnel;
+use crate::config::iface::Interface;
+use crate::config::route::{Route, RouteKind};
+use crate::config::tunnel::ConfiguredTunnel;
 use crate::facts::underlay::Underlay;
 use crate::facts::Facts;
 

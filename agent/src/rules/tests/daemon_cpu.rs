@@ -3,7 +3,7 @@
 //! without traffic, and where the CPU was not measured.
 
 use super::healthy;
-use crate::facts::cpu::{DaemonCpu, LimitedBy};
+use crate::config::cpu::{DaemonCpu, LimitedBy};
 use crate::facts::Facts;
 use crate::rules::{evaluate, finding::Finding, RuleSet};
 
@@ -175,7 +175,7 @@ fn below_its_limit_idle_or_unmeasured_the_daemon_is_not_blamed() {
         f.tunnel.load.daemon_cpu_of_limit_percent = -1.0;
     });
     quiet("no daemon (kernel WireGuard)", &|f| {
-        f.tunnel.load = crate::facts::cpu::TunnelLoad {
+        f.tunnel.load = crate::config::cpu::TunnelLoad {
             throughput_mbps: 900.0,
             ..Default::default()
         }

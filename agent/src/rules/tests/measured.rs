@@ -12,7 +12,7 @@ pub(super) fn bond_carrying(f: &mut Facts, policy: &str, busiest: f64) {
     f.tunnel.underlay_bond_mode = "balance-xor".into();
     f.tunnel.underlay_bond_policy = policy.into();
     f.tunnel.underlay_bond_members = ["m0", "m1"]
-        .map(|name| crate::facts::bond::MemberTraffic {
+        .map(|name| crate::config::bond::MemberTraffic {
             name: name.into(),
             ..Default::default()
         })

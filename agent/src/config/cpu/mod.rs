@@ -17,7 +17,7 @@
 //! - The host's busy share (`/proc/stat`) tells a daemon at its own limit from a host
 //!   saturated by something else, where the daemon gets less than its limit.
 //!
-//! A daemon that is not root's (see [`super::trusted::Uids`]) is measured all the same and
+//! A daemon that is not root's (see [`crate::config::trusted::Uids`]) is measured all the same and
 //! its uid reported: these numbers are the kernel's accounting of the process, which the
 //! process cannot write. What it can choose is its name (`comm`, which picks the remedy a
 //! finding names, and which the stat parser skips by the last `)`), its own affinity and a
@@ -179,7 +179,7 @@ pub fn measure(start: &DaemonSample, end: &DaemonSample) -> Result<DaemonCpu, Cp
 }
 
 /// What the tunnel carried during the observation and what its daemon used (flattened
-/// into [`super::TunnelFacts`]): -1 (or "") where not read.
+/// into `facts::TunnelFacts`): -1 (or "") where not read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TunnelLoad {
     /// Process id of the daemon serving the TUN/TAP device (tailscaled for Tailscale).

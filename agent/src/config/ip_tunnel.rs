@@ -11,7 +11,7 @@ use rtnetlink::packet_route::link::{
 use rtnetlink::packet_route::IpProtocol;
 use serde::Serialize;
 
-use super::overhead::TunnelType;
+use super::tunnel_type::TunnelType;
 use crate::kernel::views::Encap;
 
 /// An IP tunnel device's settings.

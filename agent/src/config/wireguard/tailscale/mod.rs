@@ -13,8 +13,8 @@ pub mod status;
 
 use std::path::{Path, PathBuf};
 
-use crate::facts::process::{self, TunOwner};
-use crate::facts::wireguard::Device;
+use crate::config::process::{self, TunOwner};
+use crate::config::wireguard::Device;
 
 pub use status::{Paths, PeerPath};
 
@@ -36,7 +36,7 @@ pub enum Error {
     Untrusted(PathBuf, u32),
     /// The process listening on the socket runs as another user.
     #[error("{0}: {1}: not asked")]
-    UntrustedListener(PathBuf, crate::facts::trusted::Untrusted),
+    UntrustedListener(PathBuf, crate::config::trusted::Untrusted),
     /// Something else than a socket is at the path.
     #[error("{0} is not a socket")]
     NotASocket(PathBuf),
@@ -153,7 +153,7 @@ mod tests {
             pid: 42,
             command: COMMAND.into(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
-            uids: crate::facts::trusted::Uids::all(0),
+            uids: crate::config::trusted::Uids::all(0),
             udp_ports: udp_ports.to_vec(),
         }
     }

@@ -1,5 +1,5 @@
 //! VpnCloud (2.x), a TUN/TAP mesh daemon like tinc and fastd: which crypto algorithms it
-//! may use, which decide its overhead (see [`super::overhead`]).
+//! may use, which decide its overhead (see `facts::overhead`).
 //!
 //! Every algorithm VpnCloud offers (AES128, AES256, CHACHA20: ring's AEADs) adds the same 24
 //! bytes; only `plain` (also `none`, `unencrypted`), used when both peers allow it, adds

@@ -1,67 +1,27 @@
 //! WireGuard devices and peers ([`Device`], [`Peer`]), read by [`query`]: kernel WireGuard
-//! over generic netlink ([`super::wg_netlink`]), userspace implementations from their UAPI
+//! over generic netlink ([`netlink`]), userspace implementations from their UAPI
 //! socket (`/var/run/wireguard/NAME.sock`, the cross-platform configuration protocol that
 //! wireguard-go, boringtun and others serve): `get=1`, answered with `key=value` lines,
 //! asked only of root and read within a deadline and bounds ([`uapi`]).
 
+mod device;
+mod netlink;
+pub mod tailscale;
 mod uapi;
 
-use std::net::SocketAddr;
-
-use base64::Engine;
-use serde::Serialize;
-
-/// One configured peer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Peer {
-    /// Public key, base64 as `wg` prints it.
-    pub public_key: String,
-    /// Current endpoint, if known.
-    pub endpoint: Option<SocketAddr>,
-    /// Allowed IPs as `address/prefix`.
-    pub allowed_ips: Vec<String>,
-    /// Seconds since the UNIX epoch of the last handshake; 0 = never.
-    pub last_handshake_unix: u64,
-    /// Bytes received from the peer (inner).
-    pub rx_bytes: u64,
-    /// Bytes sent to the peer (inner).
-    pub tx_bytes: u64,
-    /// Keepalive interval in seconds; 0 = off.
-    pub persistent_keepalive: u32,
-}
-
-/// A WireGuard device's configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Device {
-    /// Interface name.
-    pub name: String,
-    /// UDP listen port.
-    pub listen_port: u16,
-    /// fwmark on outer packets (0 = none).
-    pub fwmark: u32,
-    /// Peers.
-    pub peers: Vec<Peer>,
-}
-
+pub(crate) use device::hex_to_base64;
+pub use device::{Device, Peer};
 #[cfg(test)]
 use uapi::parse;
-pub use uapi::{query_uapi, uapi_socket};
+pub use uapi::{has_wireguard_uapi, query_uapi};
 
 /// The device's state: from its UAPI socket if it has one (a userspace implementation),
-/// else from the kernel over generic netlink ([`super::wg_netlink`]).
+/// else from the kernel over generic netlink ([`netlink`]).
 pub async fn query(name: &str) -> std::io::Result<Option<Device>> {
     if let Some(d) = query_uapi(name).await? {
         return Ok(Some(d));
     }
-    super::wg_netlink::query(name).await.map(Some)
-}
-
-/// A key in hex (UAPI, Tailscale's `nodekey:`) as base64, the form `wg` prints.
-pub(crate) fn hex_to_base64(hex: &str) -> String {
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    netlink::query(name).await.map(Some)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::facts::wireguard::{hex_to_base64, Device, Peer};
+use crate::config::wireguard::{hex_to_base64, Device, Peer};
 
 /// `GET /localapi/v0/status`: the fields netdoctor uses.
 #[derive(Debug, Default, Deserialize)]

@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn the_default_route_stands_in_unless_it_is_the_tunnel() {
-        use crate::facts::route_table::Nexthop;
+        use crate::config::route_table::Nexthop;
         let (wg, up0) = (iface("wg0", 7), iface("up0", 3));
         let all = [wg.clone(), up0.clone()];
         let default_via = |ifindex| TableRoute {

@@ -89,7 +89,7 @@ impl Table<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::firewall::IfName;
+    use crate::config::firewall::IfName;
 
     fn oif(name: &str) -> Match {
         Match::Oif {

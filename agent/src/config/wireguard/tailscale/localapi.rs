@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
 use super::Error;
-use crate::facts::trusted::{self, trusted_uid};
+use crate::config::trusted::{self, trusted_uid};
 
 /// The host name tailscale's client sends (`client/tailscale/apitype.LocalAPIHost`).
 const LOCALAPI_HOST: &str = "local-tailscaled.sock";

@@ -14,9 +14,6 @@ use crate::kernel::packet::Target;
 
 use super::error::{Error, Result};
 
-/// Where wireguard-go (and other userspace WireGuard implementations) put their UAPI sockets.
-pub const WIREGUARD_UAPI_DIR: &str = "/var/run/wireguard";
-
 /// What kind of device an interface is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,7 +123,8 @@ impl Interface {
             None => IfaceKind::Physical,
             Some(InfoKind::Wireguard) => IfaceKind::Wireguard,
             Some(InfoKind::Tun)
-                if has_wireguard_uapi(&name) || crate::facts::tailscale::serves(&name) =>
+                if crate::config::wireguard::has_wireguard_uapi(&name)
+                    || crate::config::wireguard::tailscale::serves(&name) =>
             {
                 IfaceKind::Wireguard
             }
@@ -157,12 +155,6 @@ impl Interface {
             up: msg.header.flags.contains(LinkFlags::Up),
         })
     }
-}
-
-/// True if a userspace WireGuard serves `name`: wireguard-go's UAPI socket exists and
-/// root (or this process's user) owns it, so no other user can dress a TUN device up.
-pub fn has_wireguard_uapi(name: &str) -> bool {
-    crate::facts::wireguard::uapi_socket(name).is_ok_and(|s| s.is_some())
 }
 
 /// Lists every interface of the caller's network namespace.

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::firewall::Ruleset;
-use crate::kernel::sysctl::{self, CongestionControl};
+use crate::config::sysctl::{self, CongestionControl};
 
 /// Host-wide facts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -1,15 +1,16 @@
 //! What tunnel an interface carries as configured ([`ConfiguredTunnel`]) and where its
 //! endpoints are. (What the data plane sees of it on the underlay is
-//! [`crate::kernel::packet::tunnel_traffic`]; what rules read, [`super::TunnelFacts`].)
+//! [`crate::kernel::packet::tunnel_traffic`]; what rules read, `facts::TunnelFacts`.)
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::facts::iface::{IfaceKind, Interface, LinkType};
-use crate::facts::link::LinkDetails;
-use crate::facts::overhead::TunnelType;
-use crate::facts::process::{self, TunOwner};
-use crate::facts::wireguard::{self, Device};
-use crate::facts::{tailscale, tinc, trusted, vpncloud};
+use crate::config::iface::{IfaceKind, Interface, LinkType};
+use crate::config::link::LinkDetails;
+use crate::config::process::{self, TunOwner};
+use crate::config::tunnel_type::TunnelType;
+use crate::config::wireguard::tailscale;
+use crate::config::wireguard::{self, Device};
+use crate::config::{tinc, trusted, vpncloud};
 use crate::kernel::views::Encap;
 
 /// The tunnel as configured, before observation.
@@ -254,7 +255,7 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
                 .unwrap_or_default();
             // A userspace WireGuard (wireguard-go, boringtun: a UAPI socket) serves a TUN
             // device, and its daemon's CPU is measured; kernel WireGuard has no daemon.
-            let daemon = crate::facts::iface::has_wireguard_uapi(&iface.name)
+            let daemon = crate::config::wireguard::has_wireguard_uapi(&iface.name)
                 .then(|| process::tun_owner(&iface.name))
                 .flatten();
             ConfiguredTunnel {

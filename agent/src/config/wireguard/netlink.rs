@@ -1,7 +1,7 @@
 //! Kernel WireGuard's configuration and peers over generic netlink: the `wireguard` family's
 //! `WG_CMD_GET_DEVICE` dump, what `wg show` itself reads. rust-netlink's `genetlink` and
 //! `netlink-packet-wireguard` speak it, so nothing is run and nothing is parsed by hand.
-//! (Userspace implementations answer on their UAPI socket instead: [`super::wireguard`].)
+//! (Userspace implementations answer on their UAPI socket instead: [`super::uapi`].)
 
 use std::net::SocketAddr;
 
@@ -13,7 +13,7 @@ use netlink_packet_wireguard::{
     WireguardPeerAttribute,
 };
 
-use super::wireguard::{Device, Peer};
+use super::device::{Device, Peer};
 
 fn io_error(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("WireGuard generic netlink: {e}"))

@@ -92,7 +92,7 @@ fn address(a: &RouteAddress) -> Option<IpAddr> {
 
 /// Resolves the route toward `target` in the caller's network namespace.
 pub async fn get(target: IpAddr) -> Result<Route> {
-    get_among(target, &crate::facts::iface::list().await?).await
+    get_among(target, &crate::config::iface::list().await?).await
 }
 
 /// Like [`get`], with the namespace's interfaces already listed (`links`).

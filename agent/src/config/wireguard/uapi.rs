@@ -11,9 +11,11 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use super::{hex_to_base64, Device, Peer};
-use crate::facts::iface::WIREGUARD_UAPI_DIR;
-use crate::facts::trusted::{self, Untrusted};
+use super::device::{hex_to_base64, Device, Peer};
+use crate::config::trusted::{self, Untrusted};
+
+/// Where wireguard-go (and other userspace WireGuard implementations) put their UAPI sockets.
+pub const WIREGUARD_UAPI_DIR: &str = "/var/run/wireguard";
 
 /// The whole exchange (connect, ask, read the answer): implementations answer from memory
 /// at once, so one that takes longer is stuck.
@@ -86,6 +88,12 @@ impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         std::io::Error::other(e)
     }
+}
+
+/// True if a userspace WireGuard serves `name`: wireguard-go's UAPI socket exists and
+/// root (or this process's user) owns it, so no other user can dress a TUN device up.
+pub fn has_wireguard_uapi(name: &str) -> bool {
+    uapi_socket(name).is_ok_and(|s| s.is_some())
 }
 
 /// The UAPI socket of interface `name`: `Ok(None)` when there is none, an error when it

@@ -1,5 +1,5 @@
-//! What can go wrong reading an interface's configuration or turning an observation into
-//! facts.
+//! What can go wrong reading an interface's configuration, or the kernel's counters the
+//! facts are built from.
 
 /// Errors from netlink, interface lookups and the observation's readings.
 #[derive(Debug, thiserror::Error)]
@@ -15,5 +15,5 @@ pub enum Error {
     Kernel(#[from] crate::kernel::Error),
 }
 
-/// Result alias for the facts layer.
+/// Result alias for the configuration readers (and the facts built from them).
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,7 +8,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::shutdown::Interrupts;
-use super::{observe, output, DropsArgs};
+use super::table::{human_bytes, right_align, table};
+use super::{observe, DropsArgs};
 use crate::config::iface;
 use crate::kernel::drops::{self, DropCount, DropProbe};
 
@@ -93,7 +94,43 @@ pub(super) async fn run(args: DropsArgs, interrupts: Interrupts) -> anyhow::Resu
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        output::print_drops(&report);
+        print_drops(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the report of `netdoctor drops`.
+pub(super) fn print_drops(r: &DropsReport) {
+    if r.drops.is_empty() {
+        println!("No drops in {:.1}s.", r.duration_s);
+    } else {
+        println!("Kernel drops in {:.1}s:", r.duration_s);
+        let mut t = table(&["interface", "reason", "protocol", "packets", "bytes"]);
+        for d in &r.drops {
+            let c = &d.count;
+            let proto = match (c.ethertype, c.protocol) {
+                (0x0800 | 0x86dd, 6) => "tcp".to_string(),
+                (0x0800 | 0x86dd, 17) => "udp".to_string(),
+                (0x0800, 1) => "icmp".to_string(),
+                (0x86dd, 58) => "icmpv6".to_string(),
+                (0x0806, _) => "arp".to_string(),
+                (e, p) => format!("0x{e:04x}/{p}"),
+            };
+            t.add_row(vec![
+                d.interface.clone(),
+                c.reason.clone(),
+                proto,
+                c.packets.to_string(),
+                human_bytes(c.bytes),
+            ]);
+        }
+        right_align(&mut t, 3);
+        println!("{t}");
+    }
+    if r.unclassified > 0 {
+        println!(
+            "{} more drops did not fit the kernel table and are not classified.",
+            r.unclassified
+        );
+    }
 }

@@ -3,6 +3,7 @@
 mod diagnose;
 mod drops;
 mod flows;
+mod flows_report;
 mod limits;
 pub(crate) mod logging;
 mod output;
@@ -11,6 +12,7 @@ mod probe;
 mod rules;
 mod run;
 mod shutdown;
+mod table;
 mod units;
 mod wireguard;
 

@@ -1,44 +1,13 @@
-//! Human-readable tables.
+//! The human-readable report of `netdoctor flows`.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 
-use super::drops::DropsReport;
-use super::flows::{FlowsReport, TunnelPeers};
+use super::flows_report::{FlowsReport, TunnelPeers};
 use super::limits::LimitView;
 use super::path_output;
+use super::table::{human_bytes, right_align, table};
 use crate::kernel::packet::counters::DirCounters;
 use crate::kernel::packet::wg_path::EndpointPath;
-
-pub(super) fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.iter().copied());
-    t
-}
-
-pub(super) fn right_align(t: &mut Table, from: usize) {
-    for i in from..t.column_count() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-}
-
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
 
 fn counter_rows(t: &mut Table, name: &str, c: &DirCounters, secs: f64) {
     let rate = if secs > 0.0 {
@@ -386,41 +355,5 @@ fn endpoint(addr: &std::net::IpAddr, port: u16, proto: u8) -> String {
         (6 | 17, std::net::IpAddr::V6(a)) => format!("[{a}]:{port}"),
         (6 | 17, a) => format!("{a}:{port}"),
         _ => addr.to_string(),
-    }
-}
-
-/// Prints the report of `netdoctor drops`.
-pub(super) fn print_drops(r: &DropsReport) {
-    if r.drops.is_empty() {
-        println!("No drops in {:.1}s.", r.duration_s);
-    } else {
-        println!("Kernel drops in {:.1}s:", r.duration_s);
-        let mut t = table(&["interface", "reason", "protocol", "packets", "bytes"]);
-        for d in &r.drops {
-            let c = &d.count;
-            let proto = match (c.ethertype, c.protocol) {
-                (0x0800 | 0x86dd, 6) => "tcp".to_string(),
-                (0x0800 | 0x86dd, 17) => "udp".to_string(),
-                (0x0800, 1) => "icmp".to_string(),
-                (0x86dd, 58) => "icmpv6".to_string(),
-                (0x0806, _) => "arp".to_string(),
-                (e, p) => format!("0x{e:04x}/{p}"),
-            };
-            t.add_row(vec![
-                d.interface.clone(),
-                c.reason.clone(),
-                proto,
-                c.packets.to_string(),
-                human_bytes(c.bytes),
-            ]);
-        }
-        right_align(&mut t, 3);
-        println!("{t}");
-    }
-    if r.unclassified > 0 {
-        println!(
-            "{} more drops did not fit the kernel table and are not classified.",
-            r.unclassified
-        );
     }
 }

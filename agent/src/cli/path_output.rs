@@ -2,8 +2,8 @@
 //! sends (measured where it arrives, on this host's underlay) and the round trip of its
 //! latest handshake.
 
-use super::flows::{FlowsReport, TunnelPeers};
-use super::output::{right_align, table};
+use super::flows_report::{FlowsReport, TunnelPeers};
+use super::table::{right_align, table};
 use crate::facts::PeerFacts;
 use crate::kernel::packet::wg_path::EndpointPath;
 

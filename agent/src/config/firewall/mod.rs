@@ -15,6 +15,7 @@
 mod chains;
 pub mod nft;
 mod nft_expr;
+mod nlattr;
 pub mod xtables;
 
 use std::net::IpAddr;

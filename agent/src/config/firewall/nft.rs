@@ -18,11 +18,12 @@ use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use netlink_packet_core::{NetlinkBuffer, NlaBuffer, NlasIterator, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_core::{NetlinkBuffer, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 
 use super::chains::{Chain, Table};
 use super::nft_expr;
+use super::nlattr::{attrs, be32, string};
 use super::{Family, Hook, Rule, Source};
 
 /// `NFNL_SUBSYS_NFTABLES`.
@@ -69,44 +70,6 @@ fn family(nfproto: u8) -> Option<Family> {
         10 => Some(Family::Ipv6),
         _ => None,
     }
-}
-
-/// An attribute's type and value (within the buffer it was read from).
-fn value_of(nla: NlaBuffer<&[u8]>) -> (u16, &[u8]) {
-    let kind = nla.kind();
-    let end = usize::from(nla.length()).max(4);
-    let inner = nla.into_inner();
-    (kind, inner.get(4..end).unwrap_or(&[]))
-}
-
-/// Attributes by type.
-pub(super) type Attrs<'a> = BTreeMap<u16, &'a [u8]>;
-
-/// The attributes of a message or a nest, by type (the last one wins).
-pub(super) fn attrs(buf: &[u8]) -> Attrs<'_> {
-    NlasIterator::new(buf)
-        .filter_map(Result::ok)
-        .map(value_of)
-        .collect()
-}
-
-/// Every attribute of a nest, in order, with its type.
-pub(super) fn attr_list(buf: &[u8]) -> Vec<(u16, &[u8])> {
-    NlasIterator::new(buf)
-        .filter_map(Result::ok)
-        .map(value_of)
-        .collect()
-}
-
-/// A NUL-terminated string attribute.
-pub(super) fn string(value: &[u8]) -> String {
-    let end = value.iter().position(|b| *b == 0).unwrap_or(value.len());
-    String::from_utf8_lossy(&value[..end]).into_owned()
-}
-
-/// A big-endian u32 attribute (nf_tables sends numbers in network byte order).
-pub(super) fn be32(value: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(value.get(..4)?.try_into().ok()?))
 }
 
 /// One dump: every message's family and attribute bytes.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 
 use super::chains::Decoded;
-use super::nft::{attr_list, attrs, be32, string, Attrs};
+use super::nlattr::{attr_list, attrs, be32, string, Attrs};
 use super::xtables::target_action;
 use super::{prefix_from, Action, Family, IfName, Match};
 

@@ -87,7 +87,7 @@ pub(crate) fn target_action(name: &str, info: &[u8]) -> Option<Action> {
 }
 
 fn cstr(bytes: &[u8]) -> String {
-    super::nft::string(bytes)
+    super::nlattr::string(bytes)
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {

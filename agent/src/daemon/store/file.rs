@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::Gid;
 
-use super::trust::{with_suffix, Problem, Problems};
+use super::problem::{with_suffix, Problem, Problems};
 use super::StoreError;
 
 /// Who besides the agent's own user may read the history.

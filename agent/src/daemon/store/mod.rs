@@ -19,6 +19,7 @@
 mod file;
 mod health;
 mod lifecycle;
+mod problem;
 mod query;
 mod retention;
 mod samples;
@@ -40,10 +41,10 @@ pub use health::StoreHealth;
 pub use lifecycle::{
     FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
 };
+pub use problem::{Problem, Problems};
 pub use retention::{Pruned, Retention};
 pub use samples::{CcRetrans, PeerPathSample, Sample, SampleQuery};
 pub use schema::SCHEMA_VERSION;
-pub use trust::{Problem, Problems};
 
 /// How long a writer waits for another connection's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

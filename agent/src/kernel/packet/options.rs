@@ -102,6 +102,14 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Whether the data plane loaded with these options takes the local path: asked for,
+    /// and not the test mode that sends every packet through the stages.
+    pub(crate) fn local_path(&self) -> bool {
+        self.local_tcp == LocalTcp::Sockets && !self.stages_only
+    }
+}
+
 /// The hooks in use on one interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hooks {

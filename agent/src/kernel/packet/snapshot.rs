@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::counters::IfaceCounters;
 use super::dataplane::Dataplane;
 use super::flow_cache;
-use super::flow_table::FlowTableUse;
+use super::flow_table::{self, FlowTableUse};
 use super::flows::Flow;
 use super::options::ProgramKind;
 use super::too_big::TooBig;
@@ -51,7 +51,7 @@ impl Dataplane<'_> {
     /// the same reading of the table.
     pub fn flows_and_table(&self) -> Result<(Vec<Flow>, FlowTableUse)> {
         // The insert count first: see flow_table's notes.
-        let inserts = self.flow_inserts()?;
+        let inserts = flow_table::inserts(&self.skel.maps.flow_inserts)?;
         let entries = std::cell::Cell::new(0u64);
         let merged = flow_cache::merged_flows(&self.flow_cache, || {
             let table = read_all::<nd_flow_key, nd_flow_stats, _>(
@@ -63,7 +63,9 @@ impl Dataplane<'_> {
             Ok(table)
         })?;
         let flows = merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect();
-        Ok((flows, self.flow_table_use(inserts, entries.get())))
+        let capacity = self.flow_table_capacity() as u64;
+        let table = flow_table::table_use(&self.evictions_seen, capacity, inserts, entries.get());
+        Ok((flows, table))
     }
 
     /// The flows the per-CPU flow cache holds right now, as (CPU, slot within that CPU's

@@ -20,7 +20,6 @@ use std::net::SocketAddr;
 use libbpf_rs::{MapCore, MapFlags};
 use serde::Serialize;
 
-use super::dataplane::Dataplane;
 use super::mapped::Mapped;
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{addr, decode, nd_wg_hs, nd_wg_key, nd_wg_rx, nd_wg_slot};
@@ -289,64 +288,60 @@ fn merge(
         .collect()
 }
 
-impl Dataplane<'_> {
-    /// Every WireGuard session the underlays received: the cache's slots and the table's
-    /// values of every CPU added up.
-    pub fn wg_sessions(&self) -> Result<Vec<WgSession>> {
-        let mut attempt = 1;
-        loop {
-            let before = copy_slots(&self.wg_cache);
-            let table = self.wg_table()?;
-            let after = copy_slots(&self.wg_cache);
-            if attempt == ATTEMPTS || settled(&before, &after) {
-                return Ok(merge(table, &after));
-            }
-            attempt += 1;
+/// Every WireGuard session the underlays received: the cache's slots (`cache`) and the
+/// table's (`wg_rx`) values of every CPU added up.
+pub(super) fn sessions(wg_rx: &impl MapCore, cache: &Mapped) -> Result<Vec<WgSession>> {
+    let mut attempt = 1;
+    loop {
+        let before = copy_slots(cache);
+        let table = read_table(wg_rx)?;
+        let after = copy_slots(cache);
+        if attempt == ATTEMPTS || settled(&before, &after) {
+            return Ok(merge(table, &after));
         }
+        attempt += 1;
     }
+}
 
-    /// The table's sessions, each with its per-CPU values.
-    fn wg_table(&self) -> Result<Vec<(nd_wg_key, Vec<nd_wg_rx>)>> {
-        let map = &self.skel.maps.wg_rx;
-        let err = |source| Error::Map {
-            map: "wg_rx",
-            source,
+/// The table's sessions, each with its per-CPU values.
+fn read_table(map: &impl MapCore) -> Result<Vec<(nd_wg_key, Vec<nd_wg_rx>)>> {
+    let err = |source| Error::Map {
+        map: "wg_rx",
+        source,
+    };
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let Some(k) = decode::<nd_wg_key>(&key) else {
+            continue;
         };
-        let mut out = Vec::new();
-        for key in map.keys() {
-            let Some(k) = decode::<nd_wg_key>(&key) else {
-                continue;
-            };
-            // An entry evicted between listing and reading is gone: skipped.
-            let Some(values) = map.lookup_percpu(&key, MapFlags::ANY).map_err(err)? else {
-                continue;
-            };
-            out.push((k, values.iter().filter_map(|v| decode(v)).collect()));
-        }
-        Ok(out)
+        // An entry evicted between listing and reading is gone: skipped.
+        let Some(values) = map.lookup_percpu(&key, MapFlags::ANY).map_err(err)? else {
+            continue;
+        };
+        out.push((k, values.iter().filter_map(|v| decode(v)).collect()));
     }
+    Ok(out)
+}
 
-    /// Every handshake message this host sent that the table still holds.
-    pub fn wg_handshakes(&self) -> Result<Vec<WgHandshake>> {
-        let map = &self.skel.maps.wg_hs;
-        let err = |source| Error::Map {
-            map: "wg_hs",
-            source,
+/// Every handshake message this host sent that the table still holds.
+pub(super) fn handshakes(map: &impl MapCore) -> Result<Vec<WgHandshake>> {
+    let err = |source| Error::Map {
+        map: "wg_hs",
+        source,
+    };
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let (Ok(bytes), Some(value)) = (
+            <[u8; 4]>::try_from(key.as_slice()),
+            map.lookup(&key, MapFlags::ANY).map_err(err)?,
+        ) else {
+            continue;
         };
-        let mut out = Vec::new();
-        for key in map.keys() {
-            let (Ok(bytes), Some(value)) = (
-                <[u8; 4]>::try_from(key.as_slice()),
-                map.lookup(&key, MapFlags::ANY).map_err(err)?,
-            ) else {
-                continue;
-            };
-            if let Some(v) = decode::<nd_wg_hs>(&value) {
-                out.extend(WgHandshake::from_raw(u32::from_ne_bytes(bytes), &v));
-            }
+        if let Some(v) = decode::<nd_wg_hs>(&value) {
+            out.extend(WgHandshake::from_raw(u32::from_ne_bytes(bytes), &v));
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -7,35 +7,8 @@ use cel::{Context, Value};
 use super::budget::Budget;
 pub(super) use super::expr::{context, to_cel};
 use super::rule::Rule;
-#[cfg(test)]
-use super::rule::RuleSet;
 use super::template::display;
 use crate::rules::finding::{Finding, Severity};
-
-/// Findings of every rule whose condition holds for `facts` (a JSON object whose keys
-/// are the variables rules read), every fact present: the reference the tests hold
-/// [`super::evaluate_partial`] to. A rule that fails to evaluate is logged and skipped.
-#[cfg(test)]
-pub fn evaluate(rules: &RuleSet, facts: &serde_json::Value) -> Vec<Finding> {
-    let ctx = match context(facts) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            tracing::warn!("facts cannot be given to the rules: {e}");
-            return Vec::new();
-        }
-    };
-    let mut findings = Vec::new();
-    for rule in rules.rules() {
-        match evaluate_rule(rule, &ctx, facts) {
-            Ok(mut f) => findings.append(&mut f),
-            Err(e) => {
-                tracing::warn!(rule = %rule.id, origin = %rule.origin, "rule failed to evaluate: {e}")
-            }
-        }
-    }
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
-    findings
-}
 
 /// Findings of one rule; `ctx` is [`context`] of `facts` (per-item scopes read their
 /// items from `facts`). The rule's evaluation budget covers every item.

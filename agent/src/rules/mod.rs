@@ -13,7 +13,10 @@ pub mod finding;
 mod instrument;
 mod limits;
 mod partial;
+#[cfg(test)]
+mod reference;
 mod rule;
+mod ruleset;
 mod template;
 
 /// Stack size of every thread that parses or evaluates rules: the agent's monitor, the
@@ -25,10 +28,11 @@ pub const EVAL_STACK_SIZE: usize = 2 << 20;
 
 #[cfg(test)]
 pub use budget::MAX_TIME;
-#[cfg(test)]
-pub use engine::evaluate;
 pub use partial::{evaluate_partial, NotEvaluated};
-pub use rule::{InvalidRules, RuleError, RuleSet};
+#[cfg(test)]
+pub use reference::evaluate;
+pub use rule::RuleError;
+pub use ruleset::{InvalidRules, RuleSet};
 
 #[cfg(test)]
 mod tailscale_tests;

@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use super::budget::Budget;
 use super::engine::{context, finding, holds, to_cel};
-use super::rule::{Rule, RuleSet};
+use super::rule::Rule;
+use super::ruleset::RuleSet;
 use crate::rules::finding::Finding;
 
 /// A rule that could not be evaluated because facts it reads are missing.

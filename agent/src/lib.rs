@@ -22,6 +22,8 @@ pub(crate) mod diagnose;
 pub(crate) mod duration;
 pub(crate) mod facts;
 pub mod kernel;
+#[cfg(test)]
+mod layers;
 pub(crate) mod rules;
 #[cfg(test)]
 pub(crate) mod testing;

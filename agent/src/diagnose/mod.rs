@@ -139,7 +139,7 @@ pub async fn diagnose(
     let missing = signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
     let (has_dataplane, has_drops) = (dp.is_some(), drops.is_some());
 
-    let start = build::Snapshot::take(&tun, drops.as_ref())?
+    let start = build::Readings::take(&tun, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
     let dp_start = dp.as_ref().map(Dataplane::snapshot).transpose()?;
     let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
@@ -224,7 +224,7 @@ pub async fn diagnose(
     };
     drop(dp);
     let refreshed = refresh_until(&tun, window_end + AFTER_WINDOW, &mut notes).await;
-    let end = build::Snapshot::take(&refreshed, drops.as_ref())?
+    let end = build::Readings::take(&refreshed, drops.as_ref())?
         .with_links(bond::counters().await.unwrap_or_default());
     let socket_rows = match (&sockets, &baseline) {
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),

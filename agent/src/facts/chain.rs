@@ -3,7 +3,7 @@
 //! interface that is not a tunnel, and the largest packet that chain carries unfragmented:
 //! each tunnel's own MTU, and what the one below it carries minus its overhead.
 
-use super::overhead::{self, Family};
+use super::overhead::{self, AddrFamily};
 use super::underlay::{self, is_tunnel_kind};
 use crate::config::iface::Interface;
 use crate::config::{link, tunnel};
@@ -82,9 +82,9 @@ pub async fn below(underlay: Option<&Interface>, all: &[Interface]) -> Chain {
             .iter()
             .any(|e| !e.ip().to_canonical().is_ipv4())
         {
-            Family::V6
+            AddrFamily::V6
         } else {
-            Family::V4
+            AddrFamily::V4
         };
         let at = under.route_mtu.unwrap_or(1500);
         let bytes = tun.kind.map_or(0, |k| overhead::overhead(k, fam, at));

@@ -152,15 +152,15 @@ fn on_uplink(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::firewall::{Action, Family, Hook, IfName, Match, Rule, Source};
+    use crate::config::firewall::{Action, FirewallRule, Hook, IfName, Match, Source, TableFamily};
     use crate::kernel::packet::flows::test_flow;
 
     /// An nftables masquerade of 10.250.0.0/24 leaving through `oif`.
     fn masquerade(oif: &str) -> Ruleset {
         Ruleset {
-            rules: vec![Rule {
+            rules: vec![FirewallRule {
                 source: Source::Nftables,
-                family: Family::Ipv4,
+                family: TableFamily::Ipv4,
                 table: "nat".into(),
                 chain: "postrouting".into(),
                 hook: Hook::Postrouting,

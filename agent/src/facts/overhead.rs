@@ -11,28 +11,28 @@ use crate::config::tunnel_type::TunnelType;
 /// Underlay address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Family {
+pub enum AddrFamily {
     /// IPv4 outer header (20 bytes).
     V4,
     /// IPv6 outer header (40 bytes).
     V6,
 }
 
-impl Family {
+impl AddrFamily {
     /// From the facts' family name: "ipv6" is IPv6, anything else IPv4.
     pub fn from_name(name: &str) -> Self {
         if name == "ipv6" {
-            Family::V6
+            AddrFamily::V6
         } else {
-            Family::V4
+            AddrFamily::V4
         }
     }
 
     /// Outer IP header: 20 or 40 (RFC 791, RFC 8200).
     fn ip(self) -> u32 {
         match self {
-            Family::V4 => 20,
-            Family::V6 => 40,
+            AddrFamily::V4 => 20,
+            AddrFamily::V6 => 40,
         }
     }
 
@@ -44,14 +44,14 @@ impl Family {
 
 /// Bytes added above the inner IP packet at the largest tunnel MTU that fits `path_mtu`
 /// (constant for every type but tinc 1.0, whose CBC padding varies with the size).
-pub fn overhead(tunnel: TunnelType, family: Family, path_mtu: u32) -> u32 {
+pub fn overhead(tunnel: TunnelType, family: AddrFamily, path_mtu: u32) -> u32 {
     match fixed_overhead(tunnel, family) {
         Some(bytes) => bytes,
         None => path_mtu.saturating_sub(max_tunnel_mtu(tunnel, family, path_mtu)),
     }
 }
 
-fn fixed_overhead(tunnel: TunnelType, family: Family) -> Option<u32> {
+fn fixed_overhead(tunnel: TunnelType, family: AddrFamily) -> Option<u32> {
     Some(match tunnel {
         // 32 = 4 type + 4 receiver index + 8 counter + 16 Poly1305 tag
         // (wireguard-go device/noise-protocol.go MessageTransportHeaderSize + poly1305.TagSize).
@@ -139,7 +139,7 @@ fn limit_option(sent: bool) -> u32 {
 }
 
 /// Largest tunnel MTU whose packets fit a path MTU of `path_mtu` once encapsulated.
-pub fn max_tunnel_mtu(tunnel: TunnelType, family: Family, path_mtu: u32) -> u32 {
+pub fn max_tunnel_mtu(tunnel: TunnelType, family: AddrFamily, path_mtu: u32) -> u32 {
     match fixed_overhead(tunnel, family) {
         Some(bytes) => path_mtu.saturating_sub(bytes),
         // tinc 1.0 (src/net_packet.c): a 4-byte sequence number and the packet, which tinc
@@ -161,47 +161,56 @@ mod tests {
     fn table_matches_the_documented_figures() {
         // shared/notes/tunnel-overheads.md and the sources cited above.
         let overhead = |t, f| overhead(t, f, 1500);
-        assert_eq!(overhead(TunnelType::Wireguard, Family::V4), 60);
-        assert_eq!(overhead(TunnelType::Wireguard, Family::V6), 80);
-        assert_eq!(overhead(TunnelType::Tailscale, Family::V4), 60);
-        assert_eq!(overhead(TunnelType::Tailscale, Family::V6), 80);
+        assert_eq!(overhead(TunnelType::Wireguard, AddrFamily::V4), 60);
+        assert_eq!(overhead(TunnelType::Wireguard, AddrFamily::V6), 80);
+        assert_eq!(overhead(TunnelType::Tailscale, AddrFamily::V4), 60);
+        assert_eq!(overhead(TunnelType::Tailscale, AddrFamily::V6), 80);
         assert_eq!(usual_mtu(TunnelType::Tailscale), Some(1280));
         assert_eq!(usual_mtu(TunnelType::Wireguard), Some(1420));
         assert_eq!(usual_mtu(TunnelType::Vxlan), None);
-        assert_eq!(overhead(TunnelType::Vxlan, Family::V4), 50);
-        assert_eq!(overhead(TunnelType::Vxlan, Family::V6), 70);
-        assert_eq!(overhead(TunnelType::Geneve { options: 0 }, Family::V4), 50);
-        assert_eq!(overhead(TunnelType::Geneve { options: 8 }, Family::V6), 78);
+        assert_eq!(overhead(TunnelType::Vxlan, AddrFamily::V4), 50);
+        assert_eq!(overhead(TunnelType::Vxlan, AddrFamily::V6), 70);
+        assert_eq!(
+            overhead(TunnelType::Geneve { options: 0 }, AddrFamily::V4),
+            50
+        );
+        assert_eq!(
+            overhead(TunnelType::Geneve { options: 8 }, AddrFamily::V6),
+            78
+        );
         let fastd = |tap, null_method| TunnelType::Fastd { tap, null_method };
-        assert_eq!(overhead(fastd(false, false), Family::V4), 52);
-        assert_eq!(overhead(fastd(true, false), Family::V4), 66);
-        assert_eq!(overhead(fastd(true, false), Family::V6), 86);
-        assert_eq!(overhead(fastd(true, true), Family::V4), 43);
+        assert_eq!(overhead(fastd(false, false), AddrFamily::V4), 52);
+        assert_eq!(overhead(fastd(true, false), AddrFamily::V4), 66);
+        assert_eq!(overhead(fastd(true, false), AddrFamily::V6), 86);
+        assert_eq!(overhead(fastd(true, true), AddrFamily::V4), 43);
         let vpncloud = |tap, plain| TunnelType::VpnCloud { tap, plain };
-        assert_eq!(overhead(vpncloud(false, false), Family::V4), 53);
-        assert_eq!(overhead(vpncloud(true, false), Family::V4), 67);
-        assert_eq!(overhead(vpncloud(true, false), Family::V6), 87);
-        assert_eq!(overhead(vpncloud(true, true), Family::V4), 43);
+        assert_eq!(overhead(vpncloud(false, false), AddrFamily::V4), 53);
+        assert_eq!(overhead(vpncloud(true, false), AddrFamily::V4), 67);
+        assert_eq!(overhead(vpncloud(true, false), AddrFamily::V6), 87);
+        assert_eq!(overhead(vpncloud(true, true), AddrFamily::V4), 43);
         // The field report's MSS: 1361 for VpnCloud at its own MTU (1500 - 87 in TAP mode,
         // timestamps on), 1382 for fastd at 1434, 1385 for tinc 1.0 at 1437.
         let mss = |mtu: u32| mtu - 40 - 12;
         assert_eq!(
-            mss(1500 - overhead(vpncloud(true, false), Family::V6)),
+            mss(1500 - overhead(vpncloud(true, false), AddrFamily::V6)),
             1361
         );
-        assert_eq!(mss(1500 - overhead(fastd(true, false), Family::V4)), 1382);
         assert_eq!(
-            mss(max_tunnel_mtu(TunnelType::TincLegacy, Family::V4, 1500)),
+            mss(1500 - overhead(fastd(true, false), AddrFamily::V4)),
+            1382
+        );
+        assert_eq!(
+            mss(max_tunnel_mtu(TunnelType::TincLegacy, AddrFamily::V4, 1500)),
             1385
         );
         // tinc 1.0: measured 1437 inner -> 1488 outer, so 1437 is the largest that fits.
         assert_eq!(
-            max_tunnel_mtu(TunnelType::TincLegacy, Family::V4, 1500),
+            max_tunnel_mtu(TunnelType::TincLegacy, AddrFamily::V4, 1500),
             1437
         );
-        assert_eq!(overhead(TunnelType::TincLegacy, Family::V4), 63);
+        assert_eq!(overhead(TunnelType::TincLegacy, AddrFamily::V4), 63);
         assert_eq!(
-            overhead(TunnelType::TincSptps { switch: false }, Family::V4),
+            overhead(TunnelType::TincSptps { switch: false }, AddrFamily::V4),
             61
         );
         let gre = |tap, key, csum, seq, encap_limit| TunnelType::Gre {
@@ -214,51 +223,54 @@ mod tests {
         // ip -d link: a gre device on a 1500 underlay gets MTU 1476, with key 1472, with
         // key+csum+seq 1464; gretap 1462; ip6gre (encaplimit 4) 1448.
         assert_eq!(
-            overhead(gre(false, false, false, false, false), Family::V4),
+            overhead(gre(false, false, false, false, false), AddrFamily::V4),
             24
         );
         assert_eq!(
-            overhead(gre(false, true, false, false, false), Family::V4),
+            overhead(gre(false, true, false, false, false), AddrFamily::V4),
             28
         );
         assert_eq!(
-            overhead(gre(false, true, true, true, false), Family::V4),
+            overhead(gre(false, true, true, true, false), AddrFamily::V4),
             36
         );
         assert_eq!(
-            overhead(gre(true, false, false, false, false), Family::V4),
+            overhead(gre(true, false, false, false, false), AddrFamily::V4),
             38
         );
         assert_eq!(
-            overhead(gre(false, false, false, false, true), Family::V6),
+            overhead(gre(false, false, false, false, true), AddrFamily::V6),
             52
         );
         let ipip = |encap_limit| TunnelType::IpInIp { encap_limit };
-        assert_eq!(overhead(ipip(false), Family::V4), 20);
+        assert_eq!(overhead(ipip(false), AddrFamily::V4), 20);
         // ip6tnl on a 1500 underlay: MTU 1452 (encaplimit 4), 1460 with encaplimit none.
-        assert_eq!(overhead(ipip(true), Family::V6), 48);
-        assert_eq!(overhead(ipip(false), Family::V6), 40);
+        assert_eq!(overhead(ipip(true), AddrFamily::V6), 48);
+        assert_eq!(overhead(ipip(false), AddrFamily::V6), 40);
     }
 
     #[test]
     fn tunnel_mtus_for_common_underlays() {
         let wg = |fam, pmtu| max_tunnel_mtu(TunnelType::Wireguard, fam, pmtu);
-        assert_eq!(wg(Family::V4, 1500), 1440);
-        assert_eq!(wg(Family::V6, 1500), 1420);
-        assert_eq!(wg(Family::V4, 1492), 1432);
-        assert_eq!(wg(Family::V4, 9000), 8940);
-        assert_eq!(max_tunnel_mtu(TunnelType::Vxlan, Family::V4, 1500), 1450);
+        assert_eq!(wg(AddrFamily::V4, 1500), 1440);
+        assert_eq!(wg(AddrFamily::V6, 1500), 1420);
+        assert_eq!(wg(AddrFamily::V4, 1492), 1432);
+        assert_eq!(wg(AddrFamily::V4, 9000), 8940);
+        assert_eq!(
+            max_tunnel_mtu(TunnelType::Vxlan, AddrFamily::V4, 1500),
+            1450
+        );
         assert_eq!(
             max_tunnel_mtu(
                 TunnelType::Fastd {
                     tap: true,
                     null_method: false
                 },
-                Family::V4,
+                AddrFamily::V4,
                 1500
             ),
             1434
         );
-        assert_eq!(max_tunnel_mtu(TunnelType::Wireguard, Family::V4, 40), 0);
+        assert_eq!(max_tunnel_mtu(TunnelType::Wireguard, AddrFamily::V4, 40), 0);
     }
 }

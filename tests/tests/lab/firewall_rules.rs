@@ -8,7 +8,7 @@
 //! Needs root and nft, iptables-nft, iptables-legacy; skips elsewhere, fails under CI=true.
 
 use anyhow::{ensure, Context, Result};
-use netdoctor::firewall::{Action, Rule, Ruleset, Source};
+use netdoctor::firewall::{Action, FirewallRule, Ruleset, Source};
 use netdoctor::prefix::Prefix;
 use netdoctor_lab::{ci, Netns};
 
@@ -66,7 +66,7 @@ fn ready() -> bool {
 fn describe(set: &Ruleset) -> String {
     set.rules
         .iter()
-        .map(Rule::describe)
+        .map(FirewallRule::describe)
         .collect::<Vec<_>>()
         .join("\n")
 }

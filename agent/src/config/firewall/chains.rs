@@ -2,7 +2,7 @@
 //! rule jumps to (or goes to), with the jumping rules' conditions added. A chain that no
 //! reachable rule names never sees a packet, so its rules do not count.
 
-use super::{Action, Family, Hook, Match, Rule, Source};
+use super::{Action, FirewallRule, Hook, Match, Source, TableFamily};
 
 /// nftables allows 16 nested jumps; x_tables about as many in practice.
 const MAX_DEPTH: usize = 16;
@@ -33,14 +33,14 @@ pub(crate) struct Chain {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Table<'a> {
     pub source: Source,
-    pub family: Family,
+    pub family: TableFamily,
     pub name: &'a str,
     pub chains: &'a [Chain],
 }
 
 impl Table<'_> {
     /// Every reachable rule with an action netdoctor cares about.
-    pub(crate) fn reachable(&self) -> Vec<Rule> {
+    pub(crate) fn reachable(&self) -> Vec<FirewallRule> {
         let mut out = Vec::new();
         for chain in self.chains {
             if let Some(hook) = chain.hook {
@@ -57,13 +57,13 @@ impl Table<'_> {
         path: &str,
         inherited: &[Match],
         depth: usize,
-        out: &mut Vec<Rule>,
+        out: &mut Vec<FirewallRule>,
     ) {
         for rule in &chain.rules {
             let mut matches = inherited.to_vec();
             matches.extend(rule.matches.iter().cloned());
             if let Some(action) = rule.action {
-                out.push(Rule {
+                out.push(FirewallRule {
                     source: self.source,
                     family: self.family,
                     table: self.name.to_owned(),
@@ -132,7 +132,7 @@ mod tests {
         ];
         let table = Table {
             source: Source::Nftables,
-            family: Family::Ipv4,
+            family: TableFamily::Ipv4,
             name: "nat",
             chains: &chains,
         };
@@ -171,7 +171,7 @@ mod tests {
         ];
         let table = Table {
             source: Source::Nftables,
-            family: Family::Inet,
+            family: TableFamily::Inet,
             name: "t",
             chains: &chains,
         };

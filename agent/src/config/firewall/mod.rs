@@ -75,28 +75,28 @@ impl Hook {
 /// Which packets a table or rule sees by address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Family {
+pub enum TableFamily {
     Ipv4,
     Ipv6,
     /// nftables `inet`: both.
     Inet,
 }
 
-impl Family {
+impl TableFamily {
     /// As nft names it (`ip`, `ip6`, `inet`).
     pub fn name(self) -> &'static str {
         match self {
-            Family::Ipv4 => "ip",
-            Family::Ipv6 => "ip6",
-            Family::Inet => "inet",
+            TableFamily::Ipv4 => "ip",
+            TableFamily::Ipv6 => "ip6",
+            TableFamily::Inet => "inet",
         }
     }
 
     fn admits(self, v4: bool) -> bool {
         match self {
-            Family::Ipv4 => v4,
-            Family::Ipv6 => !v4,
-            Family::Inet => true,
+            TableFamily::Ipv4 => v4,
+            TableFamily::Ipv6 => !v4,
+            TableFamily::Inet => true,
         }
     }
 }
@@ -159,18 +159,18 @@ pub enum Match {
     /// Source address in a prefix (`ip saddr`, `-s`).
     Saddr { prefix: Prefix, negated: bool },
     /// Only one address family (`meta nfproto`, or the table's).
-    Family(Family),
+    Family(TableFamily),
     /// A condition netdoctor does not model: it may match.
     Other(String),
 }
 
 /// A rule that rewrites what netdoctor cares about, where packets reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Rule {
+pub struct FirewallRule {
     /// nftables or legacy iptables.
     pub source: Source,
     /// Table family.
-    pub family: Family,
+    pub family: TableFamily,
     /// Table name.
     pub table: String,
     /// The chain the rule is in; for a rule reached by a jump, `base > … > chain`.
@@ -218,7 +218,7 @@ impl Match {
     }
 }
 
-impl Rule {
+impl FirewallRule {
     /// Whether the rule applies to all packets described by `p`.
     pub fn covers(&self, p: &Packets<'_>) -> bool {
         self.family.admits(p.v4) && self.matches.iter().all(|m| m.holds(p))
@@ -279,7 +279,7 @@ impl Rule {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Ruleset {
     /// Every reachable masquerade, SNAT and MSS clamping rule.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<FirewallRule>,
     /// What could not be read (each source is optional: the others still count).
     pub errors: Vec<String>,
 }
@@ -306,7 +306,7 @@ impl Ruleset {
 
     /// A rule that clamps the MSS of forwarded SYNs leaving through `oif` to at most
     /// `mss_limit` (to the path MTU, or to a value that fits).
-    pub fn clamp_for(&self, oif: &str, mss_limit: i64) -> Option<&Rule> {
+    pub fn clamp_for(&self, oif: &str, mss_limit: i64) -> Option<&FirewallRule> {
         let p = Packets {
             v4: true,
             oif: Some(oif),
@@ -331,7 +331,7 @@ impl Ruleset {
     }
 
     /// A masquerade or SNAT rule that translates packets from `src` leaving through `oif`.
-    pub fn nat_for(&self, src: &Prefix, oif: &str) -> Option<&Rule> {
+    pub fn nat_for(&self, src: &Prefix, oif: &str) -> Option<&FirewallRule> {
         let p = Packets {
             v4: src.is_ipv4(),
             oif: Some(oif),

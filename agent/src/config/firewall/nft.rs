@@ -24,7 +24,7 @@ use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use super::chains::{Chain, Table};
 use super::nft_expr;
 use super::nlattr::{attrs, be32, string};
-use super::{Family, Hook, Rule, Source};
+use super::{FirewallRule, Hook, Source, TableFamily};
 
 /// `NFNL_SUBSYS_NFTABLES`.
 const SUBSYS_NFTABLES: u16 = 10;
@@ -63,11 +63,11 @@ pub enum Error {
 }
 
 /// Table family from `NFPROTO_*`; bridge, netdev and arp tables see no routed IP packets.
-fn family(nfproto: u8) -> Option<Family> {
+fn family(nfproto: u8) -> Option<TableFamily> {
     match nfproto {
-        1 => Some(Family::Inet),
-        2 => Some(Family::Ipv4),
-        10 => Some(Family::Ipv6),
+        1 => Some(TableFamily::Inet),
+        2 => Some(TableFamily::Ipv4),
+        10 => Some(TableFamily::Ipv6),
         _ => None,
     }
 }
@@ -140,7 +140,7 @@ fn open() -> Result<Socket, Error> {
 }
 
 /// Every reachable NAT and MSS clamping rule of the nftables ruleset.
-pub fn read() -> Result<Vec<Rule>, Error> {
+pub fn read() -> Result<Vec<FirewallRule>, Error> {
     let socket = open()?;
     // (family, table) -> chains.
     let mut tables: BTreeMap<(u8, String), Vec<Chain>> = BTreeMap::new();

@@ -10,7 +10,7 @@ use std::ffi::CStr;
 use super::chains::Decoded;
 use super::nlattr::{attr_list, attrs, be32, string, Attrs};
 use super::xtables::target_action;
-use super::{prefix_from, Action, Family, IfName, Match};
+use super::{prefix_from, Action, IfName, Match, TableFamily};
 
 const NFTA_LIST_ELEM: u16 = 1;
 const NFTA_EXPR_NAME: u16 = 1;
@@ -91,7 +91,7 @@ fn ifname_of(bytes: &[u8]) -> Option<String> {
 }
 
 struct Decoder {
-    family: Family,
+    family: TableFamily,
     regs: HashMap<u32, Held>,
     out: Decoded,
 }
@@ -112,8 +112,8 @@ impl Decoder {
             _ => return None,
         };
         let width = match (self.family, offset) {
-            (Family::Ipv4, 12) => 4,
-            (Family::Ipv6, 8) => 16,
+            (TableFamily::Ipv4, 12) => 4,
+            (TableFamily::Ipv6, 8) => 16,
             _ => return None,
         };
         if len as usize > width || data.len() < len as usize {
@@ -160,12 +160,12 @@ impl Decoder {
             }),
             Held::Meta(META_NFPROTO) if op == CMP_EQ => match data.first() {
                 Some(2) => {
-                    self.family = Family::Ipv4;
-                    Some(Match::Family(Family::Ipv4))
+                    self.family = TableFamily::Ipv4;
+                    Some(Match::Family(TableFamily::Ipv4))
                 }
                 Some(10) => {
-                    self.family = Family::Ipv6;
-                    Some(Match::Family(Family::Ipv6))
+                    self.family = TableFamily::Ipv6;
+                    Some(Match::Family(TableFamily::Ipv6))
                 }
                 _ => None,
             },
@@ -319,7 +319,7 @@ fn describe(held: &Held) -> String {
 }
 
 /// Decodes the `NFTA_RULE_EXPRESSIONS` nest of one rule of a table of `family`.
-pub(super) fn decode(expressions: &[u8], family: Family) -> Decoded {
+pub(super) fn decode(expressions: &[u8], family: TableFamily) -> Decoded {
     let mut d = Decoder {
         family,
         regs: HashMap::new(),

@@ -17,10 +17,10 @@ fn oif(name: &str, prefix: bool, negated: bool) -> Match {
     }
 }
 
-fn rule(hook: Hook, matches: Vec<Match>, action: Action) -> Rule {
-    Rule {
+fn rule(hook: Hook, matches: Vec<Match>, action: Action) -> FirewallRule {
+    FirewallRule {
         source: Source::Nftables,
-        family: Family::Ipv4,
+        family: TableFamily::Ipv4,
         table: "t".into(),
         chain: "c".into(),
         hook,
@@ -29,7 +29,7 @@ fn rule(hook: Hook, matches: Vec<Match>, action: Action) -> Rule {
     }
 }
 
-fn set(rules: Vec<Rule>) -> Ruleset {
+fn set(rules: Vec<FirewallRule>) -> Ruleset {
     Ruleset {
         rules,
         errors: Vec::new(),
@@ -78,8 +78,8 @@ fn a_clamp_must_be_on_the_forwarding_path_and_small_enough() {
     )]);
     assert!(fixed.clamp_for("wg0", 1380).is_none(), "1400 > 1380");
     assert!(fixed.clamp_for("wg0", 1400).is_some());
-    let v6_only = Rule {
-        family: Family::Ipv6,
+    let v6_only = FirewallRule {
+        family: TableFamily::Ipv6,
         ..rule(Hook::Forward, vec![], Action::ClampMss(None))
     };
     assert!(set(vec![v6_only]).clamp_for("wg0", 1380).is_none());
@@ -166,7 +166,7 @@ fn expr(name: &str, data: &[Vec<u8>]) -> Vec<u8> {
     nested(1, &[nla(1, &n), nested(2, data)])
 }
 
-fn decode(exprs: &[Vec<u8>], family: Family) -> Decoded {
+fn decode(exprs: &[Vec<u8>], family: TableFamily) -> Decoded {
     super::nft_expr::decode(&exprs.concat(), family)
 }
 
@@ -199,7 +199,7 @@ fn an_nft_clamp_on_an_interface_decodes_to_its_condition_and_action() {
                 ],
             ),
         ],
-        Family::Inet,
+        TableFamily::Inet,
     );
     assert_eq!(d.action, Some(Action::ClampMss(None)));
     assert_eq!(d.matches[0], oif("wg0", false, false));
@@ -248,7 +248,7 @@ fn an_nft_masquerade_with_a_source_prefix_and_a_jump_decode() {
                 &[nla(1, b"MASQUERADE\0"), nla(2, &be(0)), nla(3, &[0; 8])],
             ),
         ],
-        Family::Ipv4,
+        TableFamily::Ipv4,
     );
     assert_eq!(d.action, Some(Action::Masquerade));
     assert_eq!(
@@ -293,7 +293,7 @@ fn an_nft_masquerade_with_a_source_prefix_and_a_jump_decode() {
                 ],
             ),
         ],
-        Family::Ipv4,
+        TableFamily::Ipv4,
     );
     assert_eq!(d.jump.as_deref(), Some("out"));
     assert_eq!(

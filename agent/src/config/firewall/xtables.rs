@@ -13,7 +13,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::chains::{Chain, Decoded, Table};
-use super::{prefix_from, Action, Family, Hook, IfName, Match, Rule, Source};
+use super::{prefix_from, Action, FirewallRule, Hook, IfName, Match, Source, TableFamily};
 
 /// `IPT_SO_GET_INFO` (= `IP6T_SO_GET_INFO`).
 const SO_GET_INFO: libc::c_int = 64;
@@ -285,7 +285,7 @@ fn table(fd: &OwnedFd, level: libc::c_int, name: &str, l: &Layout) -> std::io::R
 }
 
 /// The reachable NAT and MSS clamping rules of legacy iptables (`v4`) or ip6tables.
-pub fn read(v4: bool) -> std::io::Result<Vec<Rule>> {
+pub fn read(v4: bool) -> std::io::Result<Vec<FirewallRule>> {
     let names = if v4 {
         "/proc/thread-self/net/ip_tables_names"
     } else {
@@ -302,7 +302,7 @@ pub fn read(v4: bool) -> std::io::Result<Vec<Rule>> {
             libc::AF_INET,
             libc::SOL_IP,
             &IPV4,
-            Family::Ipv4,
+            TableFamily::Ipv4,
             Source::IptablesLegacy,
         )
     } else {
@@ -310,7 +310,7 @@ pub fn read(v4: bool) -> std::io::Result<Vec<Rule>> {
             libc::AF_INET6,
             libc::SOL_IPV6,
             &IPV6,
-            Family::Ipv6,
+            TableFamily::Ipv6,
             Source::Ip6tablesLegacy,
         )
     };

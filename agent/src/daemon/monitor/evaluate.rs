@@ -13,7 +13,7 @@ use crate::config::link;
 use crate::config::route_table::{self, TableRoute};
 use crate::config::tunnel;
 use crate::daemon::store::{CcRetrans, Sample};
-use crate::facts::build::{Observation, Snapshot};
+use crate::facts::build::{Observation, Readings};
 use crate::facts::probe::{self, ProbeOptions};
 use crate::facts::underlay;
 use crate::facts::Facts;
@@ -195,7 +195,7 @@ impl Monitor<'_> {
             tracing::debug!(iface = %me.name, "{e}: the bridge's ports are unknown");
             None
         });
-        let start = Snapshot::from_parts(
+        let start = Readings::from_parts(
             self.prev_wireguard
                 .get(&me.name)
                 .cloned()
@@ -207,7 +207,7 @@ impl Monitor<'_> {
             self.prev_daemon_cpu.get(&me.name).cloned().map(Ok),
             host_cpu.0,
         );
-        let end = Snapshot::of_tunnel(&tun, drops_now.to_vec())
+        let end = Readings::of_tunnel(&tun, drops_now.to_vec())
             .with_links(links_now.to_vec())
             .with_cpu(
                 tun.daemon.as_ref().map(|d| DaemonSample::read(d.pid)),

@@ -4,10 +4,10 @@ mod full_size;
 mod gateway;
 mod load;
 mod peers;
-mod snapshot;
+mod readings;
 mod wg_path;
 
-pub use snapshot::Snapshot;
+pub use readings::Readings;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,8 +40,8 @@ pub struct Observation<'a> {
     pub window: &'a packet::Snapshot,
     /// Every local TCP connection over the window (None: socket telemetry unavailable).
     pub sockets: Option<&'a [SocketRow]>,
-    pub start: &'a Snapshot,
-    pub end: &'a Snapshot,
+    pub start: &'a Readings,
+    pub end: &'a Readings,
     pub elapsed: Duration,
     /// The firewall's NAT and MSS clamping rules.
     pub firewall: &'a Ruleset,
@@ -140,7 +140,7 @@ impl Observation<'_> {
         } else {
             "ipv4"
         };
-        let fam = crate::facts::overhead::Family::from_name(family);
+        let fam = crate::facts::overhead::AddrFamily::from_name(family);
         let at_mtu = u32::try_from(effective_mtu)
             .ok()
             .filter(|m| *m > 0)

@@ -109,7 +109,7 @@ pub fn apply_probes(facts: &mut Facts, tun: &ConfiguredTunnel, results: &[(Strin
     }
     if let (Ok(path_mtu), Some(kind)) = (u32::try_from(path), tun.kind) {
         if path_mtu > 0 {
-            let fam = crate::facts::overhead::Family::from_name(&facts.tunnel.family);
+            let fam = crate::facts::overhead::AddrFamily::from_name(&facts.tunnel.family);
             facts.tunnel.effective_underlay_mtu = i64::from(path_mtu);
             facts.tunnel.overhead_expected =
                 i64::from(crate::facts::overhead::overhead(kind, fam, path_mtu));

@@ -12,7 +12,7 @@ use crate::kernel::drops::{DropCount, DropProbe};
 /// have their own [`crate::kernel::sockets::rates::Baseline`]), tailscaled's paths, and
 /// the CPU time of the tunnel's daemon and of the host.
 #[derive(Debug)]
-pub struct Snapshot {
+pub struct Readings {
     pub(super) wireguard: Option<Device>,
     pub(super) tailscale: Option<Paths>,
     pub(super) drops: Vec<DropCount>,
@@ -21,10 +21,10 @@ pub struct Snapshot {
     pub(super) host_cpu: Option<HostSample>,
 }
 
-impl Snapshot {
+impl Readings {
     /// From WireGuard state and drop counts read by the caller.
     pub fn from_parts(wireguard: Option<Device>, drops: Vec<DropCount>) -> Self {
-        Snapshot {
+        Readings {
             wireguard,
             tailscale: None,
             drops,
@@ -42,7 +42,7 @@ impl Snapshot {
 
     /// The peers of `tun` as last read, and drop counts read by the caller.
     pub fn of_tunnel(tun: &ConfiguredTunnel, drops: Vec<DropCount>) -> Self {
-        Snapshot {
+        Readings {
             wireguard: tun.wireguard.clone(),
             tailscale: tun.tailscale.as_ref().map(|t| t.paths.clone()),
             drops,
@@ -84,7 +84,7 @@ impl Snapshot {
             .map(DropProbe::counts)
             .transpose()?
             .unwrap_or_default();
-        Ok(Snapshot::of_tunnel(tun, drops).with_cpu(
+        Ok(Readings::of_tunnel(tun, drops).with_cpu(
             tun.daemon.as_ref().map(|d| DaemonSample::read(d.pid)),
             HostSample::read().ok(),
         ))

@@ -8,7 +8,7 @@
  * Unparseable packets are counted as truncated, never dropped.
  *
  * TCP segments of this host's own connections (not SYNs) take the local path first where the
- * agent turned it on (local_tcp.h): interface counters only, since socket telemetry
+ * agent turned it on (local_tcp.bpf.h): interface counters only, since socket telemetry
  * describes those connections. Every other packet goes one way: find the interface's
  * counters, parse into a struct nd_pkt
  * (the flow key and what the flow record needs) while counting the interface counters,
@@ -23,11 +23,11 @@
  * re-derives packet pointers from its own context with a bounds check.
  *
  * The parts live in headers under include/, one concern each, in the order a packet meets
- * them: meta.h (what is known of the packet), iface_stats.h (interface slots and
- * counters), local_tcp.h (the local path), fast_path.h, stages.h (the general parser)
- * with too_big.h (ICMP too-big records), then the flow record: flow_table.h, flow_seq.h
- * (retransmissions) and flow_cache.h; then, for WireGuard messages, the path's loss and
- * round trips (wg_path.h). This file holds the settings the agent writes before load,
+ * them: meta.bpf.h (what is known of the packet), iface_stats.bpf.h (interface slots and
+ * counters), local_tcp.bpf.h (the local path), fast_path.bpf.h, stages.bpf.h (the general parser)
+ * with too_big.bpf.h (ICMP too-big records), then the flow record: flow_table.bpf.h, flow_seq.bpf.h
+ * (retransmissions) and flow_cache.bpf.h; then, for WireGuard messages, the path's loss and
+ * round trips (wg_path.bpf.h). This file holds the settings the agent writes before load,
  * account(), the slow path's scratch entry and global functions, and the entry points.
  *
  * Kernels this must load on (5.10 and later; the kernel lane boots 5.10, 6.1 and 6.12):
@@ -36,7 +36,7 @@
  *   their results through a per-CPU scratch entry (struct nd_scratch);
  * - the flow record's out-of-line helpers (nd_seq_slow, nd_flow_miss, nd_flow_touch) are
  *   static subprograms, which every kernel verifies with the caller's precise pointer types;
- * - helpers some kernels lack are chosen with CO-RE (include/compat.h), and the XDP
+ * - helpers some kernels lack are chosen with CO-RE (include/compat.bpf.h), and the XDP
  *   program's multi-buffer flag is set by the agent only where the kernel accepts it.
  */
 #include "vmlinux.h"
@@ -65,14 +65,14 @@ const volatile __u32 stages_only = 0;
 
 
 /* The data plane's parts (see above). */
-#include "meta.h"
-#include "iface_stats.h"
-#include "flow_table.h"
-#include "stages.h"
-#include "fast_path.h"
-#include "flow_cache.h"
-#include "local_tcp.h"
-#include "wg_path.h"
+#include "meta.bpf.h"
+#include "iface_stats.bpf.h"
+#include "flow_table.bpf.h"
+#include "stages.bpf.h"
+#include "fast_path.bpf.h"
+#include "flow_cache.bpf.h"
+#include "local_tcp.bpf.h"
+#include "wg_path.bpf.h"
 
 /* The flow record's input from the stages' results; `segs` as account() counted them. */
 static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,

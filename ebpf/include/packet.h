@@ -17,7 +17,7 @@
  * array for an ifindex below this, through a hash above. */
 #define ND_SLOT_ARRAY_IFINDEX 65536
 #define ND_MAX_FLOWS 65536
-/* Per-CPU flow cache in front of `flows` (see flow_cache.h): slots per CPU (a power of 2),
+/* Per-CPU flow cache in front of `flows` (see flow_cache.bpf.h): slots per CPU (a power of 2),
  * and entries of the shared TCP sequence table. */
 #define ND_FLOW_CACHE_SLOTS 1024
 #define ND_SEQ_SLOTS 4096
@@ -41,7 +41,7 @@
 #define ND_LOCAL_V6 4
 #define ND_LOCAL_SEQ_BITS 12
 #define ND_LOCAL_SEQ_SLOTS (1 << ND_LOCAL_SEQ_BITS)
-/* WireGuard sessions received (wg_path.h): slots per CPU of the session cache (a power of
+/* WireGuard sessions received (wg_path.bpf.h): slots per CPU of the session cache (a power of
  * 2), entries of the LRU table behind it, and handshakes this host sent. */
 #define ND_WG_CACHE_SLOTS 256
 #define ND_WG_SESSIONS 2048
@@ -88,7 +88,7 @@ struct nd_dir_stats {
 	__u64 segs;           /* wire segments: a GSO super-packet counts gso_segs */
 	__u64 bytes;          /* frame bytes as the hook sees them (L2 header included) */
 	__u64 gso_packets;    /* super-packets (more than one segment) */
-	/* TCP segments of this host's own connections that took the local path (local_tcp.h):
+	/* TCP segments of this host's own connections that took the local path (local_tcp.bpf.h):
 	 * counted here, not per flow; their connections are described by socket telemetry. */
 	__u64 local_segs;
 	__u32 local_max_seg;  /* largest of those segments (IP length) on this CPU since load */
@@ -119,10 +119,10 @@ struct nd_iface_dir {
 	__u32 ifindex; /* the interface that owns the slot; 0: free */
 	__u32 mtu;
 	__u8 link;      /* enum nd_link */
-	/* Non-zero: TCP segments of local connections take the local path (local_tcp.h); the
+	/* Non-zero: TCP segments of local connections take the local path (local_tcp.bpf.h); the
 	 * agent sets it where socket telemetry describes those connections. */
 	__u8 local_tcp;
-	/* The local path's sequence hint (local_tcp.h): the connection whose data this CPU saw
+	/* The local path's sequence hint (local_tcp.bpf.h): the connection whose data this CPU saw
 	 * last here (a 16-bit tag), and the highest sequence end it saw. Programs only. */
 	__u16 seq_tag;
 	__u32 seq_high;
@@ -228,7 +228,7 @@ struct nd_ptb_stats {
 	__u32 pad;
 };
 
-/* This host's addresses, for the local path's ingress test (local_tcp.h); written by the
+/* This host's addresses, for the local path's ingress test (local_tcp.bpf.h); written by the
  * agent. `v4_ok` / `v6_ok`: every address of the family is listed and the host does not
  * forward that family, so a TCP segment to a listed address is for a local socket. */
 struct nd_local_addrs {
@@ -270,7 +270,7 @@ struct nd_wg_rx {
 	__u8 saddr[16];
 };
 
-/* One slot of the per-CPU session cache (wg_path.h): a session and what this CPU counted of
+/* One slot of the per-CPU session cache (wg_path.bpf.h): a session and what this CPU counted of
  * it since the slot took it. 128 bytes, two cache lines of the page-aligned array: a
  * message reads and writes the key and the first 48 bytes of `rx`, all in the first. The
  * agent reads the slots (mapped read-only) under the sequence lock `gen_begin`/`gen_end`,

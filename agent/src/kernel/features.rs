@@ -3,7 +3,7 @@
 //! backport features (RHEL 9's 5.14 has tcx, for one).
 //!
 //! Helpers that only some kernels have are chosen inside the C programs with CO-RE
-//! (`ebpf/include/compat.h`); what a program's load attributes decide is probed here.
+//! (`ebpf/include/compat.bpf.h`); what a program's load attributes decide is probed here.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 

@@ -201,7 +201,7 @@ impl<'obj> Dataplane<'obj> {
     /// programs. Watching an interface again keeps its counters and updates MTU and link.
     pub fn watch(&self, index: u32, mtu: u32, link: LinkType) -> Result<()> {
         // An empty flow-cache slot has ifindex 0 in its key (flow_record in
-        // ebpf/include/flow_cache.h), and a free counter slot has owner 0.
+        // ebpf/include/flow_cache.bpf.h), and a free counter slot has owner 0.
         if index == 0 {
             return Err(Error::NoInterfaceIndex);
         }
@@ -261,7 +261,7 @@ impl<'obj> Dataplane<'obj> {
     }
 
     /// Keys of `slot`'s counters in `iface_stats`, with their direction (0: ingress), for
-    /// every CPU (iface_index in ebpf/include/iface_stats.h).
+    /// every CPU (iface_index in ebpf/include/iface_stats.bpf.h).
     pub(super) fn counter_keys(&self, slot: u32) -> impl Iterator<Item = ([u8; 4], u32)> {
         (0..self.cpus).flat_map(move |cpu| {
             (0..2).map(move |dir| {

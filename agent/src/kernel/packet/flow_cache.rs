@@ -1,4 +1,4 @@
-//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/include/flow_cache.h`) and adding
+//! Reading the per-CPU flow cache (`flow_cache` in `ebpf/include/flow_cache.bpf.h`) and adding
 //! it to the `flows` table, so that every reader sees each flow's whole total.
 //!
 //! A flow's figures are split between its table entry and the cache slots that hold it

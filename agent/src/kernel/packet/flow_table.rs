@@ -2,7 +2,7 @@
 //! what that costs in kernel memory, and how many flows the LRU evicted.
 //!
 //! Evictions are counted exactly and cheaply: the programs count every entry they create
-//! (`flow_inserts`, per CPU, in ebpf/include/flow_table.h), nothing but the LRU removes one
+//! (`flow_inserts`, per CPU, in ebpf/include/flow_table.bpf.h), nothing but the LRU removes one
 //! (the agent never deletes), so the entries created minus the entries the table holds are
 //! the entries evicted. The insert count is read before the table: flows created while the
 //! table is read can only make a reading smaller, never invent an eviction, and the next

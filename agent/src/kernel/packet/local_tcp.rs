@@ -1,4 +1,4 @@
-//! The local path (`ebpf/include/local_tcp.h`): TCP segments of this host's own
+//! The local path (`ebpf/include/local_tcp.bpf.h`): TCP segments of this host's own
 //! connections are counted per interface instead of per flow, because socket telemetry
 //! describes those connections exactly, at a fraction of the per-packet cost.
 //!

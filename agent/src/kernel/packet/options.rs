@@ -69,7 +69,7 @@ pub struct Options {
     /// Ports of port-identified tunnels (fastd, tinc, ...), at most `MAX_TUNNEL_PORTS`.
     pub tunnel_ports: Vec<TunnelPort>,
     /// Parse every packet with the general stages, skipping the inline fast path for plain
-    /// TCP and UDP (`fast_account` in ebpf/include/fast_path.h). The figures are the same,
+    /// TCP and UDP (`fast_account` in ebpf/include/fast_path.bpf.h). The figures are the same,
     /// only slower: this exists so that a test can prove it by running both on the same
     /// packets.
     pub stages_only: bool,

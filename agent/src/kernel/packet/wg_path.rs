@@ -1,4 +1,4 @@
-//! The WireGuard path as the data plane measures it on an underlay (`ebpf/include/wg_path.h`):
+//! The WireGuard path as the data plane measures it on an underlay (`ebpf/include/wg_path.bpf.h`):
 //! the sessions received, per (interface, receiver index), with the counters their
 //! transport-data messages carried, and the handshake messages this host sent with the time
 //! their answer took.

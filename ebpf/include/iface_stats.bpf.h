@@ -18,7 +18,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "meta.h"
+#include "meta.bpf.h"
 
 /* ifindex -> slot + 1 (0: not watched), for interfaces that do not own slot
  * ifindex % ND_MAX_IFACES. An array lookup is a few instructions; a hash lookup costs

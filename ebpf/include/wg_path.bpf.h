@@ -40,8 +40,8 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "compat.h"
-#include "flow_table.h"
+#include "compat.bpf.h"
+#include "flow_table.bpf.h"
 
 /* The sessions' table: per CPU, what the cache (below) does not hold. One common LRU list:
  * entries are created once per session and CPU, or when a cache slot is retired. */
@@ -54,7 +54,7 @@ struct {
 
 /* The session cache: CPU c owns slots [c * ND_WG_CACHE_SLOTS, (c + 1) * ND_WG_CACHE_SLOTS);
  * the agent sets max_entries to (possible CPUs) x ND_WG_CACHE_SLOTS before load. A plain
- * array partitioned by CPU, like the flow cache (flow_cache.h): its lookup is inlined and
+ * array partitioned by CPU, like the flow cache (flow_cache.bpf.h): its lookup is inlined and
  * every slot starts on a cache line, where a lookup in `wg_rx` is a helper call that costs
  * several times the rest of the accounting. Only the owning CPU writes a slot. */
 struct {
@@ -195,7 +195,7 @@ static __always_inline void wg_table_count(const struct nd_wg_key *k, const stru
 
 /* A message whose session is not in its cache slot `s` (NULL: this CPU has none). A slot
  * that is empty or idle is retired (its state added to the table) and taken, under its
- * sequence lock (gen_end, contents, gen_begin, as flow_cache.h's); a busy one is left to
+ * sequence lock (gen_end, contents, gen_begin, as flow_cache.bpf.h's); a busy one is left to
  * its session and the message counted in the table. */
 static __noinline int nd_wg_miss(struct nd_wg_slot *s, const struct nd_pkt *p)
 {

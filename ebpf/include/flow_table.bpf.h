@@ -3,12 +3,12 @@
  * The flow table, `flows`: every flow's figures, one LRU hash entry per flow, and what the
  * flow record knows of a packet (struct nd_pkt).
  *
- * A flow's figures are this table's entry plus what the per-CPU flow cache (flow_cache.h)
+ * A flow's figures are this table's entry plus what the per-CPU flow cache (flow_cache.bpf.h)
  * holds of it; a packet reaches the table directly only when its cache slot is busy with
  * another flow (or its CPU has no slots), and a slot's counts reach it when the slot is
  * retired. The key is hashed and
  * compared as 64-bit words (flow_hash, key_eq): a flow key is 44 bytes, and the cache and
- * the sequence table (flow_seq.h) index themselves by that hash.
+ * the sequence table (flow_seq.bpf.h) index themselves by that hash.
  */
 #ifndef NETDOCTOR_FLOW_TABLE_H
 #define NETDOCTOR_FLOW_TABLE_H
@@ -17,7 +17,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "compat.h"
+#include "compat.bpf.h"
 
 /* Per-CPU LRU lists: no global lock on the insert path, and old flows age out by
  * themselves when the table is full. ND_MAX_FLOWS is the size this object declares; the

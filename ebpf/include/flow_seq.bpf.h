@@ -5,7 +5,7 @@
  * A header of its own because it is the one part of the flow record whose state is shared
  * by every CPU rather than kept per CPU, and the one that hands state from flow to flow
  * (the comment above seq_check() says why and how). The flow record (flow_record() in
- * flow_cache.h) checks a flow's own entry inline and calls nd_seq_slow() for the rest.
+ * flow_cache.bpf.h) checks a flow's own entry inline and calls nd_seq_slow() for the rest.
  */
 #ifndef NETDOCTOR_FLOW_SEQ_H
 #define NETDOCTOR_FLOW_SEQ_H
@@ -14,8 +14,8 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "compat.h"
-#include "flow_table.h"
+#include "compat.bpf.h"
+#include "flow_table.bpf.h"
 
 /* Jiffies without a data segment after which a sequence entry may be handed over. */
 #define ND_SEQ_IDLE_J 4

@@ -34,9 +34,9 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "compat.h"
-#include "flow_table.h"
-#include "flow_seq.h"
+#include "compat.bpf.h"
+#include "flow_table.bpf.h"
+#include "flow_seq.bpf.h"
 
 /* Jiffies without a packet after which a slot may be given to another flow. */
 #define ND_SLOT_IDLE_J 4

@@ -18,7 +18,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "compat.h"
+#include "compat.bpf.h"
 
 /* What a hook knows about a packet before parsing it. */
 struct nd_meta {

@@ -16,9 +16,9 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "parse.h"
-#include "meta.h"
-#include "compat.h"
+#include "parse.bpf.h"
+#include "meta.bpf.h"
+#include "compat.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

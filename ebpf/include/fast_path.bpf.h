@@ -22,11 +22,11 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "parse.h"
-#include "encap.h"
-#include "meta.h"
-#include "iface_stats.h"
-#include "flow_table.h"
+#include "parse.bpf.h"
+#include "encap.bpf.h"
+#include "meta.bpf.h"
+#include "iface_stats.bpf.h"
+#include "flow_table.bpf.h"
 
 /* fast_account() writes the key as five 64-bit words and the ports' 32-bit word. */
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -121,7 +121,7 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		p->encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
 					l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
 		p->wg_msg = wg;
-		/* Read only for WireGuard (wg_path.h): other packets never look at them. */
+		/* Read only for WireGuard (wg_path.bpf.h): other packets never look at them. */
 		if (wg >= 0)
 			wg_ok = wg_fields((__u8 *)(uh + 1), data_end, &p->wg_idx, &p->wg_ctr);
 		p->seq = 0;

@@ -61,9 +61,9 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "parse.h"
-#include "meta.h"
-#include "iface_stats.h"
+#include "parse.bpf.h"
+#include "meta.bpf.h"
+#include "iface_stats.bpf.h"
 
 #ifndef PACKET_HOST
 #define PACKET_HOST 0

@@ -10,13 +10,13 @@
  * fastd or tinc only by the ports the agent configures. Tunnels without UDP by their IP
  * protocol number and the first bits of what follows (classify_ip): GRE (47), IPv4 inside
  * (4: ipip, ip6tnl mode ipip) and IPv6 inside (41: sit, ip6tnl's ip6ip6); only the general
- * parser (stages.h) sees them, since the fast path takes TCP and UDP alone.
+ * parser (stages.bpf.h) sees them, since the fast path takes TCP and UDP alone.
  */
 #ifndef NETDOCTOR_ENCAP_H
 #define NETDOCTOR_ENCAP_H
 
 #include "packet.h"
-#include "parse.h"
+#include "parse.bpf.h"
 
 #define VXLAN_PORT 4789
 #define VXLAN_LINUX_PORT 8472 /* the Linux driver's pre-IANA default, still used by flannel */

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The general parser's stages: the network layer (l3_parse) and the transport layer
- * (l4_parse), for every packet the fast path does not take (fast_path.h).
+ * (l4_parse), for every packet the fast path does not take (fast_path.bpf.h).
  *
  * They handle whatever a link carries: VLAN stacks, IPv4 options, IPv6 extension headers,
  * fragments, TCP options (a SYN's MSS), ICMP and ICMPv6 (too-big messages are recorded,
- * too_big.h), UDP tunnels and GRE and IP-in-IP ones (encap.h), truncated and bogus headers. Each stage reads the
+ * too_big.bpf.h), UDP tunnels and GRE and IP-in-IP ones (encap.bpf.h), truncated and bogus headers. Each stage reads the
  * packet from its context's data pointers with a bounds check and leaves its results in a
- * struct of scalars (meta.h), so that packet.bpf.c can wrap each stage in a global function
+ * struct of scalars (meta.bpf.h), so that packet.bpf.c can wrap each stage in a global function
  * the verifier checks once, on its own, instead of once per path through everything before
  * it (see packet.bpf.c).
  */
@@ -19,10 +19,10 @@
 #include <bpf/bpf_helpers.h>
 
 #include "packet.h"
-#include "parse.h"
-#include "encap.h"
-#include "meta.h"
-#include "too_big.h"
+#include "parse.bpf.h"
+#include "encap.bpf.h"
+#include "meta.bpf.h"
+#include "too_big.bpf.h"
 
 /* Transport headers start at most this far into a packet we parse (6 IPv6 extension
  * headers can be long); farther ones are counted as truncated. Bounding the offset lets
@@ -223,7 +223,7 @@ static __always_inline void l4_parse(void *data, void *data_end, const struct nd
 			}
 		}
 	} else {
-		/* GRE, IP in IP: tunnels without UDP (encap.h). */
+		/* GRE, IP in IP: tunnels without UDP (encap.bpf.h). */
 		l4->encap = classify_ip(l3->proto, c.pos, c.end);
 	}
 }

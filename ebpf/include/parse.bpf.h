@@ -198,7 +198,7 @@ static __always_inline int parse_ipv6(struct cursor *c, struct l3_info *l3)
 
 /* The IP version (4 or 6) of a frame with no VLAN tag, and in *l3 where its network header
  * starts: Ethernet with an IPv4 or IPv6 EtherType, or raw IP (wg, tun; the version nibble).
- * 0 for anything else, which the general parser (stages.h) takes. For the inline paths. */
+ * 0 for anything else, which the general parser (stages.bpf.h) takes. For the inline paths. */
 static __always_inline __u8 plain_l3(void *data, void *data_end, __u32 link, void **l3)
 {
 	if (link == ND_LINK_ETHER) {

@@ -7,6 +7,7 @@
 //! Nothing here knows about facts or rules: this layer reads, `facts` derives.
 
 pub mod bond;
+pub mod bridge;
 pub mod cpu;
 mod error;
 pub mod firewall;

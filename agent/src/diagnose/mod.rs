@@ -109,10 +109,12 @@ pub async fn diagnose(
     });
     let gateway = Host::forwarding();
     let mut also = watch::also_watch(&me, &underlay, &routes, &all, gateway, &[]);
-    let bridge = bridge::of(&me, &details, &all).await.unwrap_or_else(|e| {
-        notes.push(format!("{e}: the bridge's ports are unknown"));
-        None
-    });
+    let bridge = crate::config::bridge::of(&me, &details, &all)
+        .await
+        .unwrap_or_else(|e| {
+            notes.push(format!("{e}: the bridge's ports are unknown"));
+            None
+        });
     also.extend(watch::bridge_ports(&me, &underlay, &also, bridge.as_ref()));
 
     // Data plane on the interface, its underlay, multipath nexthops and the uplink, with
@@ -254,7 +256,8 @@ pub async fn diagnose(
     let mut facts = observed.facts(window_end + AFTER_WINDOW).await?;
     notes.extend(observed.cpu_notes());
     if let Some(b) = &bridge {
-        facts.bridge = b.facts(
+        facts.bridge = bridge::facts(
+            b,
             has_dataplane.then_some(&window),
             has_drops.then(|| (start.drops(), end.drops())),
         );

@@ -11,26 +11,15 @@
 //! MTU (the drop probe: the bridge frees them without a reason, `NOT_SPECIFIED`, and no
 //! link counter counts them).
 
-use rtnetlink::packet_route::link::LinkAttribute;
 use serde::Serialize;
 
 use super::underlay::is_tunnel_kind;
-use crate::config::iface::{IfaceKind, Interface};
-use crate::config::link::LinkDetails;
-use crate::config::Result;
+use crate::config::bridge::Bridge;
+use crate::config::iface::Interface;
 use crate::kernel::drops::{self, DropCount};
 use crate::kernel::packet::counters::SIZE_BUCKET_BOUNDS;
 use crate::kernel::packet::Snapshot;
 use crate::kernel::views::Direction;
-
-/// A bridge and the interfaces attached to it.
-#[derive(Debug, Clone)]
-pub struct Bridge {
-    /// The bridge device.
-    pub bridge: Interface,
-    /// Its ports that are up (a port that is down forwards nothing), smallest MTU first.
-    pub ports: Vec<Interface>,
-}
 
 /// One port of the bridge, as rules read it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -84,52 +73,6 @@ pub struct BridgeFacts {
     pub oversize_drops: i64,
 }
 
-/// Every link's controller (the bridge or bond it is attached to): (index, controller).
-async fn controllers() -> Result<Vec<(u32, u32)>> {
-    let links = crate::config::link::all("reading bridge ports").await?;
-    Ok(links
-        .iter()
-        .filter_map(|l| {
-            l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::Controller(c) => Some((l.header.index, *c)),
-                _ => None,
-            })
-        })
-        .collect())
-}
-
-/// The bridge `me` is, or is a port of (`details.controller`), with its ports; `None`
-/// when it is neither.
-pub async fn of(
-    me: &Interface,
-    details: &LinkDetails,
-    all: &[Interface],
-) -> Result<Option<Bridge>> {
-    let bridge = if me.kind == IfaceKind::Bridge {
-        me.clone()
-    } else {
-        let controller = details
-            .controller
-            .and_then(|c| all.iter().find(|i| i.index == c));
-        match controller {
-            Some(c) if c.kind == IfaceKind::Bridge => c.clone(),
-            _ => return Ok(None),
-        }
-    };
-    let attached = controllers().await?;
-    Ok(Some(ports_of(bridge, &attached, all)))
-}
-
-fn ports_of(bridge: Interface, attached: &[(u32, u32)], all: &[Interface]) -> Bridge {
-    let mut ports: Vec<Interface> = attached
-        .iter()
-        .filter(|(_, c)| *c == bridge.index)
-        .filter_map(|(i, _)| all.iter().find(|a| a.index == *i && a.up).cloned())
-        .collect();
-    ports.sort_by_key(|p| (p.mtu, p.index));
-    Bridge { bridge, ports }
-}
-
 /// Segments of `sizes` (a size histogram, [`SIZE_BUCKET_BOUNDS`]) certainly above `mtu`:
 /// those of every bucket whose lower bound is at least `mtu`.
 fn above(sizes: &[u64], mtu: u32) -> u64 {
@@ -146,66 +89,65 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-impl Bridge {
-    /// The facts of the window: `window` is what the data plane counted (`None` without
-    /// one), `drops` the drop counts at its start and end (`None` without the drop probe).
-    pub fn facts(
-        &self,
-        window: Option<&Snapshot>,
-        drops: Option<(&[DropCount], &[DropCount])>,
-    ) -> BridgeFacts {
-        let min = self.ports.iter().map(|p| p.mtu).min().unwrap_or(0);
-        let max = self.ports.iter().map(|p| p.mtu).max().unwrap_or(0);
-        let dropped = drops.map(|(start, end)| drops::delta(start, end));
-        let ports: Vec<PortFacts> = self
-            .ports
-            .iter()
-            .map(|p| port_facts(p, min, window, dropped.as_deref()))
-            .collect();
-        let larger = |p: &&PortFacts| p.mtu > i64::from(min);
-        let sum = |f: fn(&PortFacts) -> i64, of: &dyn Fn(&&PortFacts) -> bool| {
-            ports.iter().filter(of).map(f).fold(0, |a: i64, v| {
-                if a < 0 || v < 0 {
-                    -1
-                } else {
-                    a.saturating_add(v)
-                }
-            })
-        };
-        let names = |of: &dyn Fn(&&PortFacts) -> bool, sep: &str| {
-            let n: Vec<&str> = ports.iter().filter(of).map(|p| p.name.as_str()).collect();
-            n.join(sep)
-        };
-        BridgeFacts {
-            present: true,
-            name: self.bridge.name.clone(),
-            mtu: i64::from(self.bridge.mtu),
-            ports_text: ports
-                .iter()
-                .map(|p| format!("{} ({}) {}", p.name, p.kind, p.mtu))
-                .collect::<Vec<_>>()
-                .join(", "),
-            min_mtu: if ports.is_empty() { -1 } else { i64::from(min) },
-            max_mtu: if ports.is_empty() { -1 } else { i64::from(max) },
-            smallest_ports: names(&|p| !larger(p), ", "),
-            larger_ports: names(&larger, ", "),
-            oversize_segments: if window.is_some() {
-                sum(|p| p.oversize_segments, &larger)
-            } else {
+/// The facts of the window for `bridge`: `window` is what the data plane counted (`None`
+/// without one), `drops` the drop counts at its start and end (`None` without the drop
+/// probe).
+pub fn facts(
+    bridge: &Bridge,
+    window: Option<&Snapshot>,
+    drops: Option<(&[DropCount], &[DropCount])>,
+) -> BridgeFacts {
+    let min = bridge.ports.iter().map(|p| p.mtu).min().unwrap_or(0);
+    let max = bridge.ports.iter().map(|p| p.mtu).max().unwrap_or(0);
+    let dropped = drops.map(|(start, end)| drops::delta(start, end));
+    let ports: Vec<PortFacts> = bridge
+        .ports
+        .iter()
+        .map(|p| port_facts(p, min, window, dropped.as_deref()))
+        .collect();
+    let larger = |p: &&PortFacts| p.mtu > i64::from(min);
+    let sum = |f: fn(&PortFacts) -> i64, of: &dyn Fn(&&PortFacts) -> bool| {
+        ports.iter().filter(of).map(f).fold(0, |a: i64, v| {
+            if a < 0 || v < 0 {
                 -1
-            },
-            max_segment: match window {
-                Some(_) => ports
-                    .iter()
-                    .filter(larger)
-                    .map(|p| p.max_segment)
-                    .max()
-                    .unwrap_or(0),
-                None => -1,
-            },
-            oversize_drops: sum(|p| p.oversize_drops, &|p| !larger(p)),
-            ports,
-        }
+            } else {
+                a.saturating_add(v)
+            }
+        })
+    };
+    let names = |of: &dyn Fn(&&PortFacts) -> bool, sep: &str| {
+        let n: Vec<&str> = ports.iter().filter(of).map(|p| p.name.as_str()).collect();
+        n.join(sep)
+    };
+    BridgeFacts {
+        present: true,
+        name: bridge.bridge.name.clone(),
+        mtu: i64::from(bridge.bridge.mtu),
+        ports_text: ports
+            .iter()
+            .map(|p| format!("{} ({}) {}", p.name, p.kind, p.mtu))
+            .collect::<Vec<_>>()
+            .join(", "),
+        min_mtu: if ports.is_empty() { -1 } else { i64::from(min) },
+        max_mtu: if ports.is_empty() { -1 } else { i64::from(max) },
+        smallest_ports: names(&|p| !larger(p), ", "),
+        larger_ports: names(&larger, ", "),
+        oversize_segments: if window.is_some() {
+            sum(|p| p.oversize_segments, &larger)
+        } else {
+            -1
+        },
+        max_segment: match window {
+            Some(_) => ports
+                .iter()
+                .filter(larger)
+                .map(|p| p.max_segment)
+                .max()
+                .unwrap_or(0),
+            None => -1,
+        },
+        oversize_drops: sum(|p| p.oversize_drops, &|p| !larger(p)),
+        ports,
     }
 }
 
@@ -256,6 +198,8 @@ fn port_facts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::bridge::ports_of;
+    use crate::config::iface::IfaceKind;
 
     #[test]
     fn buckets_wholly_above_the_smallest_mtu() {
@@ -293,7 +237,7 @@ mod tests {
             packets: 4,
             bytes: 4 * 1514,
         }];
-        let f = b.facts(None, Some((&[], &drops)));
+        let f = facts(&b, None, Some((&[], &drops)));
         assert_eq!(f.ports_text, "vx0 (vxlan) 1450, gv0 (veth) 1500");
         assert_eq!((f.min_mtu, f.max_mtu), (1450, 1500));
         assert_eq!(

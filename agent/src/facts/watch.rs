@@ -5,9 +5,9 @@
 //! traffic was seen routed out of ([`crate::config::uplink`]); and a bridge with every port, when
 //! the interface is one or a port of one ([`super::bridge`]).
 
-use super::bridge::Bridge;
 use super::ecmp;
 use super::underlay::{is_tunnel_kind, Underlay};
+use crate::config::bridge::Bridge;
 use crate::config::iface::Interface;
 use crate::config::route_table::TableRoute;
 use crate::config::uplink;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::bond;
 use crate::config::bond::LinkCounter;
+use crate::config::bridge as bridge_config;
 use crate::config::cpu::{DaemonSample, HostSample};
 use crate::config::firewall::Ruleset;
 use crate::config::iface::{self, Interface};
@@ -191,10 +192,12 @@ impl Monitor<'_> {
             }
         }
         let underlay = underlay::underlay(&tun, &details, all).await;
-        let bridge = bridge::of(me, &details, all).await.unwrap_or_else(|e| {
-            tracing::debug!(iface = %me.name, "{e}: the bridge's ports are unknown");
-            None
-        });
+        let bridge = bridge_config::of(me, &details, all)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(iface = %me.name, "{e}: the bridge's ports are unknown");
+                None
+            });
         let start = Readings::from_parts(
             self.prev_wireguard
                 .get(&me.name)
@@ -241,7 +244,8 @@ impl Monitor<'_> {
             None => self.prev_daemon_cpu.remove(&me.name),
         };
         if let Some(b) = &bridge {
-            facts.bridge = b.facts(
+            facts.bridge = bridge::facts(
+                b,
                 self.dp.is_some().then_some(window),
                 self.drops.is_some().then(|| (start.drops(), end.drops())),
             );

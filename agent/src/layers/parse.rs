@@ -1,39 +1,24 @@
-//! The crate's shape, checked: the folders of `agent/src` are layers, each using only
-//! those before it (`kernel → config → facts → rules → diagnose → daemon → cli`), and no
-//! file depends on itself through others (no module cycle).
-//!
-//! The check reads the sources: every `use` of `crate::`, `super::` or `self::` (groups
-//! expanded) and every such path in code, resolved to the file of the longest module it
-//! names. A folder's `mod.rs` (or `name.rs` beside a `name/` folder) and the files below
-//! it are one module to the rest of the crate: its files use the types their parent
-//! declares and the parent calls them, so edges between a module and its own submodules
-//! are not cycles. Every other edge between two files is.
+//! Reading `agent/src` for the layer test: files and their module paths, `use` lines
+//! with their groups expanded, paths in code, `pub use` re-exports, and each use
+//! resolved to the file of the module it names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The layers, lowest first; a file may use its own layer and those before it.
-const LAYERS: [&str; 7] = [
-    "kernel", "config", "facts", "rules", "diagnose", "daemon", "cli",
-];
-
-/// Helpers any layer may use; they use no layer.
-const SHARED: [&str; 3] = ["duration", "testing", "layers"];
-
 /// One source file and its module path (`["config", "wireguard", "netlink"]`).
-struct Source {
-    file: String,
-    module: Vec<String>,
-    text: String,
+pub(super) struct Source {
+    pub(super) file: String,
+    pub(super) module: Vec<String>,
+    pub(super) text: String,
 }
 
 /// A file's use of another module: where (1-based line) and the path as written.
 #[derive(Debug, Clone)]
-struct Edge {
-    from: String,
-    line: usize,
-    path: String,
-    to: String,
+pub(super) struct Edge {
+    pub(super) from: String,
+    pub(super) line: usize,
+    pub(super) path: String,
+    pub(super) to: String,
 }
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -357,7 +342,8 @@ fn file_of<'a>(
     None
 }
 
-fn edges() -> (Vec<Source>, Vec<Edge>) {
+/// Every file and every use of one file by another.
+pub(super) fn edges() -> (Vec<Source>, Vec<Edge>) {
     let sources = sources();
     let files: BTreeMap<Vec<String>, String> = sources
         .iter()
@@ -366,7 +352,10 @@ fn edges() -> (Vec<Source>, Vec<Edge>) {
     let reexports = reexports(&sources, &files);
     let mut out = Vec::new();
     // This file's own examples are strings, not uses.
-    for s in sources.iter().filter(|s| s.module != ["layers"]) {
+    for s in sources
+        .iter()
+        .filter(|s| s.module.first().is_none_or(|m| m != "layers"))
+    {
         for (line, path, abs) in paths(s) {
             let Some(to) = file_of(&abs, &files, &reexports) else {
                 continue;
@@ -384,144 +373,24 @@ fn edges() -> (Vec<Source>, Vec<Edge>) {
     (sources, out)
 }
 
-/// The layer of a file: its index in [`LAYERS`], `None` for a shared helper.
-fn layer(file: &str) -> Option<usize> {
-    let top = file
-        .strip_prefix("agent/src/")?
-        .split('/')
-        .next()?
-        .trim_end_matches(".rs");
-    if SHARED.contains(&top) {
-        return None;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_and_inline_paths_are_read() {
+        assert_eq!(
+            expand("super::{a, b::{c, self}, d as e, *}"),
+            ["super::a", "super::b::c", "super::b", "super::d", "super"]
+        );
+        assert_eq!(
+            inline_paths("let x = crate::config::iface::list(super::y::z);"),
+            ["crate::config::iface::list", "super::y::z"]
+        );
+        let here = ["facts".to_owned(), "build".to_owned()];
+        assert_eq!(
+            absolute("super::super::config::link", &here),
+            Some(vec!["config".to_owned(), "link".to_owned()])
+        );
     }
-    Some(LAYERS.iter().position(|l| *l == top).unwrap_or_else(|| {
-        panic!("{file}: `{top}` is not a layer; add it to LAYERS or SHARED in layers.rs")
-    }))
-}
-
-/// Uses against the layer order, one message each.
-fn against_layers(edges: &[Edge]) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in edges {
-        let (from, to) = (layer(&e.from), layer(&e.to));
-        let wrong = match (from, to) {
-            (Some(a), Some(b)) => b > a,
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if wrong {
-            let name = |l: Option<usize>| l.map_or("a shared helper", |l| LAYERS[l]);
-            out.push(format!(
-                "{}:{}: `{}` makes {} use {} ({}), against the layer order {}",
-                e.from,
-                e.line,
-                e.path,
-                name(from),
-                name(to),
-                e.to,
-                LAYERS.join(" → ")
-            ));
-        }
-    }
-    out
-}
-
-/// Whether one file's module contains the other's (a folder and its files).
-fn nested(a: &Source, b: &Source) -> bool {
-    a.module.starts_with(&b.module) || b.module.starts_with(&a.module)
-}
-
-/// Cycles between files (one per strongly connected set), each as the chain of uses.
-fn cycles(sources: &[Source], edges: &[Edge]) -> Vec<String> {
-    let by_file: BTreeMap<&str, &Source> = sources.iter().map(|s| (s.file.as_str(), s)).collect();
-    let mut graph: BTreeMap<&str, BTreeMap<&str, &Edge>> = BTreeMap::new();
-    for e in edges {
-        let (Some(a), Some(b)) = (by_file.get(e.from.as_str()), by_file.get(e.to.as_str())) else {
-            continue;
-        };
-        if !nested(a, b) {
-            graph.entry(&e.from).or_default().entry(&e.to).or_insert(e);
-        }
-    }
-    let mut reported: BTreeSet<&str> = BTreeSet::new();
-    let mut out = Vec::new();
-    for start in graph.keys() {
-        if reported.contains(start) {
-            continue;
-        }
-        if let Some(chain) = path_back(&graph, start) {
-            let text: Vec<String> = chain
-                .iter()
-                .map(|e| format!("{}:{} uses {} (`{}`)", e.from, e.line, e.to, e.path))
-                .collect();
-            reported.extend(chain.iter().map(|e| e.from.as_str()));
-            out.push(format!("module cycle: {}", text.join("; ")));
-        }
-    }
-    out
-}
-
-/// The shortest chain of uses from `start` back to itself (breadth first).
-fn path_back<'a>(
-    graph: &BTreeMap<&'a str, BTreeMap<&'a str, &'a Edge>>,
-    start: &'a str,
-) -> Option<Vec<&'a Edge>> {
-    let mut came: BTreeMap<&str, &Edge> = BTreeMap::new();
-    let mut queue = std::collections::VecDeque::from([start]);
-    while let Some(at) = queue.pop_front() {
-        for (next, edge) in graph.get(at).into_iter().flatten() {
-            if *next == start {
-                let mut chain = vec![*edge];
-                let mut cur = at;
-                while cur != start {
-                    let e = came[cur];
-                    chain.push(e);
-                    cur = e.from.as_str();
-                }
-                chain.reverse();
-                return Some(chain);
-            }
-            if !came.contains_key(next) {
-                came.insert(next, edge);
-                queue.push_back(next);
-            }
-        }
-    }
-    None
-}
-
-#[test]
-fn every_import_follows_the_layer_order() {
-    let (_, edges) = edges();
-    assert!(
-        edges.len() > 100,
-        "found only {} uses: the parser lost them",
-        edges.len()
-    );
-    let wrong = against_layers(&edges);
-    assert!(wrong.is_empty(), "\n{}\n", wrong.join("\n"));
-}
-
-#[test]
-fn no_module_depends_on_itself() {
-    let (sources, edges) = edges();
-    let found = cycles(&sources, &edges);
-    assert!(found.is_empty(), "\n{}\n", found.join("\n"));
-}
-
-#[test]
-fn groups_and_inline_paths_are_read() {
-    assert_eq!(
-        expand("super::{a, b::{c, self}, d as e, *}"),
-        ["super::a", "super::b::c", "super::b", "super::d", "super"]
-    );
-    assert_eq!(
-        inline_paths("let x = crate::config::iface::list(super::y::z);"),
-        ["crate::config::iface::list", "super::y::z"]
-    );
-    let here = ["facts".to_owned(), "build".to_owned()];
-    assert_eq!(
-        absolute("super::super::config::link", &here),
-        Some(vec!["config".to_owned(), "link".to_owned()])
-    );
 }

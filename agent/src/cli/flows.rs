@@ -32,7 +32,7 @@ pub(super) async fn run(args: FlowsArgs, interrupts: Interrupts) -> anyhow::Resu
         }
     };
     // After the sockets: whether they loaded decides how local connections are accounted.
-    let options = crate::facts::signals::with_sockets(options, probes.as_ref());
+    let options = crate::diagnose::signals::with_sockets(options, probes.as_ref());
     let mut storage = MaybeUninit::uninit();
     let mut dp = Dataplane::load(&mut storage, options)?;
     let hooks = dp.attach(&iface.target())?;

@@ -128,17 +128,17 @@ async fn spawn_monitor(
                     // serves configuration, sockets and drops.
                     // Sockets first: whether they load decides how local connections
                     // are accounted.
-                    let (sockets, drops) = crate::facts::signals::load_probes(
+                    let (sockets, drops) = crate::diagnose::signals::load_probes(
                         &mut sock_storage,
                         &mut drop_storage,
                         &mut notes,
                     );
                     let dataplane =
-                        crate::facts::signals::with_sockets(dataplane, sockets.as_ref());
+                        crate::diagnose::signals::with_sockets(dataplane, sockets.as_ref());
                     let dp = match Dataplane::load(&mut dp_storage, dataplane) {
                         Ok(dp) => Some(dp),
                         Err(e) => {
-                            crate::facts::signals::note(&mut notes, format!("packet data plane unavailable ({e}): traffic counters, flows and measured overhead are not observed"));
+                            crate::diagnose::signals::note(&mut notes, format!("packet data plane unavailable ({e}): traffic counters, flows and measured overhead are not observed"));
                             None
                         }
                     };

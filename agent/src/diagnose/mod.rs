@@ -5,12 +5,13 @@
 
 mod error;
 mod probes;
+pub mod signals;
 
 pub use error::Error;
 
 use crate::config::host::Host;
 use crate::config::{bond, route_table, tunnel};
-use crate::facts::{bridge, build, signals, underlay, watch};
+use crate::facts::{bridge, build, underlay, watch};
 
 use std::mem::MaybeUninit;
 use std::path::PathBuf;

@@ -14,7 +14,6 @@ pub mod nat;
 pub mod overhead;
 pub mod probe;
 pub mod reorder;
-pub mod signals;
 pub mod underlay;
 pub mod watch;
 

@@ -123,7 +123,7 @@ impl<'obj> Monitor<'obj> {
             .unwrap_or_default();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         let missing =
-            crate::facts::signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
+            crate::diagnose::signals::missing_facts(dp.is_some(), sockets.as_ref(), drops.as_ref());
         Ok(Monitor {
             shared,
             selector,

@@ -7,8 +7,8 @@
 
 use std::mem::MaybeUninit;
 
-use super::underlay::Underlay;
 use crate::config::iface::Interface;
+use crate::facts::underlay::Underlay;
 use crate::kernel::drops::DropProbe;
 use crate::kernel::packet::{Dataplane, LocalTcp, Options};
 use crate::kernel::sockets::SocketProbes;

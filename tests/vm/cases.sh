@@ -35,7 +35,7 @@ uname -r >"$OUT/kernel"
 # stamp: the second now and the CPU seconds the machine has been busy so far (every CPU,
 # from /proc/stat's ticks of 1/100 s): the lane prints both for the base cases and each
 # suite, since on a shared machine the wall time says little about what a case costs.
-stamp() { echo "$(date +%s) $(awk '/^cpu /{print int(($2+$3+$4+$7+$8+$9)/100)}' /proc/stat)"; }
+stamp() { echo "$EPOCHSECONDS $(awk '/^cpu /{print int(($2+$3+$4+$7+$8+$9)/100)}' /proc/stat)"; }
 stamp >"$OUT/base.time"
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 WORK=$(mktemp -d)

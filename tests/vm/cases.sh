@@ -117,6 +117,20 @@ ipv6_on() {
     in_a ping -c 1 -W 5 fd09::2 >/dev/null
 }
 
+# ns_pair NSA NSB VETHA VETHB PREFIX: the suites' two namespaces (loopback up) joined by a
+# veth VETHA (in NSA, PREFIX.1/24) - VETHB (in NSB, PREFIX.2/24), both up. Fails, creating
+# nothing more, when a namespace cannot be added (a name left by an earlier run).
+ns_pair() {
+    ip netns add "$1" && ip netns add "$2" || return 1
+    ip link add "$3" netns "$1" type veth peer name "$4" netns "$2"
+    nsenter --net=/run/netns/"$1" ip link set lo up
+    nsenter --net=/run/netns/"$2" ip link set lo up
+    nsenter --net=/run/netns/"$1" ip addr add "$5.1/24" dev "$3"
+    nsenter --net=/run/netns/"$2" ip addr add "$5.2/24" dev "$4"
+    nsenter --net=/run/netns/"$1" ip link set "$3" up
+    nsenter --net=/run/netns/"$2" ip link set "$4" up
+}
+
 # wants PART: whether SUITES lists PART.
 wants() { case " $SUITES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # Runs the suites SUITES names (each a file beside this one), then marks the run complete.

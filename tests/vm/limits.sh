@@ -10,19 +10,11 @@
 # - limits_lossy: default buffers, 3 % loss on the way out: one cubic stream is congestion,
 #   under loss, and no window finding.
 # kernel_matrix.rs (lane_checks/limits.rs) asserts. Uses cases.sh's $ND, $OUT, $T,
-# start_case and finish_case.
+# ns_pair, start_case and finish_case.
 
 LA=ndla$T
 LB=ndlb$T
-ip netns add $LA && ip netns add $LB || return
-ip link add ndlva$T netns $LA type veth peer name ndlvb$T netns $LB
-for ns in $LA $LB; do
-    nsenter --net=/run/netns/$ns ip link set lo up
-done
-nsenter --net=/run/netns/$LA ip addr add 10.42.0.1/24 dev ndlva$T
-nsenter --net=/run/netns/$LB ip addr add 10.42.0.2/24 dev ndlvb$T
-nsenter --net=/run/netns/$LA ip link set ndlva$T up
-nsenter --net=/run/netns/$LB ip link set ndlvb$T up
+ns_pair $LA $LB ndlva$T ndlvb$T 10.42.0 || return
 # lpath LOSS_PCT: 20 ms and 16 Mbit/s each way, the loss on the way out of A.
 lpath() {
     nsenter --net=/run/netns/$LA tc qdisc replace dev ndlva$T root netem \

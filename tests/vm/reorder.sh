@@ -9,24 +9,16 @@
 #   naming the bond's balance-rr.
 # - reorder_rr_even: the same bond with both members equal: no tcp.reordering.
 # kernel_matrix.rs (lane_checks/reorder.rs) asserts. Uses cases.sh's $ND, $OUT, $T,
-# start_case and finish_case.
+# ns_pair, start_case and finish_case.
 
 RA=ndra$T
 RB=ndrb$T
-ip netns add $RA && ip netns add $RB || return
+ns_pair $RA $RB ndrva$T ndrvb$T 10.71.0 || return
 in_ra() { nsenter --net=/run/netns/$RA "$@"; }
 in_rb() { nsenter --net=/run/netns/$RB "$@"; }
-ip link add ndrva$T netns $RA type veth peer name ndrvb$T netns $RB
 for m in 0 1; do
     ip link add ndrm$m$T netns $RA type veth peer name ndrm$m$T netns $RB
 done
-for ns in $RA $RB; do
-    nsenter --net=/run/netns/$ns ip link set lo up
-done
-in_ra ip addr add 10.71.0.1/24 dev ndrva$T
-in_rb ip addr add 10.71.0.2/24 dev ndrvb$T
-in_ra ip link set ndrva$T up
-in_rb ip link set ndrvb$T up
 in_rb iperf3 -s -D -p 5431
 
 # reorder_flow CASE IFACE ADDRESS: diagnoses A's IFACE for 12 s while iperf3 uploads to

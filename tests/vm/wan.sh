@@ -6,22 +6,14 @@
 # points need the part `mathis`, the faults `wan_faults` (one kernel runs them).
 # kernel_matrix.rs asserts.
 #
-# Uses cases.sh's $ND, $OUT, $T, $WORK and tunnels.sh's diag and wg_pair.
+# Uses cases.sh's $ND, $OUT, $T, $WORK, ns_pair and tunnels.sh's diag and wg_pair.
 # Rates stay at or below 16 Mbit/s, which the guests move under TCG, so that loss and the
 # round trip limit TCP, not the emulator.
 
 modprobe tcp_bbr 2>/dev/null
 WA=ndwna$T
 WB=ndwnb$T
-ip netns add $WA && ip netns add $WB || return
-ip link add ndwva$T netns $WA type veth peer name ndwvb$T netns $WB
-for ns in $WA $WB; do
-    nsenter --net=/run/netns/$ns ip link set lo up
-done
-nsenter --net=/run/netns/$WA ip addr add 10.40.0.1/24 dev ndwva$T
-nsenter --net=/run/netns/$WB ip addr add 10.40.0.2/24 dev ndwvb$T
-nsenter --net=/run/netns/$WA ip link set ndwva$T up
-nsenter --net=/run/netns/$WB ip link set ndwvb$T up
+ns_pair $WA $WB ndwva$T ndwvb$T 10.40.0 || return
 nsenter --net=/run/netns/$WB iperf3 -s -D -p 5401
 nsenter --net=/run/netns/$WB iperf3 -s -D -p 5402
 

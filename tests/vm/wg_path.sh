@@ -10,20 +10,13 @@
 #   handshake's round trip 50 ± 5 ms above its twin's without delay (wgpath_rtt0: what the
 #   peer's handshake work costs under TCG).
 # kernel_matrix.rs (lane_checks/wg_path.rs) asserts. Uses cases.sh's $ND, $OUT, $WORK, $T,
-# start_case and finish_case.
+# ns_pair, start_case and finish_case.
 
 GA=ndga$T
 GB=ndgb$T
-ip netns add $GA && ip netns add $GB || return
+ns_pair $GA $GB ndgva$T ndgvb$T 10.61.0 || return
 in_ga() { nsenter --net=/run/netns/$GA "$@"; }
 in_gb() { nsenter --net=/run/netns/$GB "$@"; }
-ip link add ndgva$T netns $GA type veth peer name ndgvb$T netns $GB
-in_ga ip link set lo up
-in_gb ip link set lo up
-in_ga ip addr add 10.61.0.1/24 dev ndgva$T
-in_gb ip addr add 10.61.0.2/24 dev ndgvb$T
-in_ga ip link set ndgva$T up
-in_gb ip link set ndgvb$T up
 if in_ga ip link add ndgwa$T type wireguard 2>"$OUT/wg_path.unsupported"; then
     rm "$OUT/wg_path.unsupported"
     in_gb ip link add ndgwb$T type wireguard

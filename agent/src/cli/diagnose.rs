@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::DiagnoseArgs;
 use crate::diagnose::{self, DiagnoseOptions, Progress, Report};
-use crate::rules::finding::Severity;
+use crate::rules::finding::{Finding, Severity};
 
 struct Stderr;
 
@@ -26,12 +26,7 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let terminal = std::io::stdout().is_terminal();
-        let width = if terminal {
-            textwrap::termwidth()
-        } else {
-            PIPE_WIDTH
-        };
+        let (terminal, width) = text_output();
         print(&report, terminal, width);
     }
     Ok(ExitCode::from(
@@ -41,6 +36,19 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
 
 /// Width of the text report when stdout is not a terminal (a pipe, a file, a mail).
 const PIPE_WIDTH: usize = 100;
+
+/// Whether stdout is a terminal (colours) and the width the text report wraps to.
+pub(super) fn text_output() -> (bool, usize) {
+    let terminal = std::io::stdout().is_terminal();
+    (
+        terminal,
+        if terminal {
+            textwrap::termwidth()
+        } else {
+            PIPE_WIDTH
+        },
+    )
+}
 
 /// The busiest local connections the text report lists with their limits (`--json` has all).
 const CONNECTIONS_SHOWN: usize = 8;
@@ -154,11 +162,17 @@ fn print(r: &Report, color: bool, width: usize) {
         println!("{}", wrapped(&format!("  note: {n}"), width, "        "));
     }
     println!();
-    if r.findings.is_empty() {
+    print_findings(&r.findings, color, width);
+}
+
+/// The findings as the text report prints them: severity, id and summary, then evidence in
+/// units, the fix and the reference; "No problems found." when there are none.
+pub(super) fn print_findings(findings: &[Finding], color: bool, width: usize) {
+    if findings.is_empty() {
         println!("No problems found.");
         return;
     }
-    for finding in &r.findings {
+    for finding in findings {
         let label = paint(
             &format!("{:<8}", finding.severity.to_string().to_uppercase()),
             finding.severity,

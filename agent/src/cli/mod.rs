@@ -10,6 +10,7 @@ mod output;
 mod path_output;
 mod probe;
 mod rules;
+mod rules_eval;
 mod run;
 mod shutdown;
 mod table;
@@ -229,6 +230,26 @@ pub enum RulesCommand {
     Check {
         /// Directory of *.toml rules.
         dir: Option<std::path::PathBuf>,
+    },
+    /// Evaluate the rules against a saved report, with no observation: the facts of a
+    /// `netdoctor diagnose --json` report (or a facts document alone), e.g. to try a new
+    /// rule on a case captured on another host. Facts the report lacked stay missing (its
+    /// rules are not evaluated again). Exit code as diagnose's: the worst finding.
+    ///
+    /// Example: netdoctor diagnose wg0 --json > wg0.json; netdoctor rules eval wg0.json
+    /// --rules ./my-rules --rule my.rule
+    Eval {
+        /// The report: a `diagnose --json` document or its `facts` object; `-` reads stdin.
+        report: std::path::PathBuf,
+        /// Also load this directory of rules.
+        #[arg(long, value_name = "DIR", env = "NETDOCTOR_RULES")]
+        rules: Option<std::path::PathBuf>,
+        /// Only the rule with this id (repeatable); by default every rule.
+        #[arg(long = "rule", value_name = "ID")]
+        only: Vec<String>,
+        /// Print the findings as JSON (the `findings` and `not_evaluated` of a report).
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -1,4 +1,4 @@
-//! `netdoctor rules list|check`: show and validate diagnostic rules.
+//! `netdoctor rules list|check|eval`: show, validate and try diagnostic rules.
 
 use std::process::ExitCode;
 
@@ -45,6 +45,12 @@ fn run_here(args: RulesArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        RulesCommand::Eval {
+            report,
+            rules,
+            only,
+            json,
+        } => super::rules_eval::run(&report, rules.as_deref(), &only, json),
         RulesCommand::Check { dir } => {
             let set = match dir.as_deref() {
                 Some(d) => RuleSet::load_dir(d),

@@ -42,6 +42,7 @@ mod lab_selftest;
 mod local_tcp;
 mod observability;
 mod prometheus_rules;
+mod rules_eval;
 mod seed_scenarios;
 mod sockets_drops;
 mod tailscale_agent;

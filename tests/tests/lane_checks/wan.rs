@@ -3,8 +3,9 @@
 //! error and a PMTU blackhole behind long round trips, each with its twin.
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::kernel_lane::{runs_suite, Run};
+use netdoctor_lab::netdoctor;
+use std::time::Duration;
 
 use super::{diagnosis, Failures};
 
@@ -19,21 +20,25 @@ fn iperf3_bps(run: &Run, name: &str) -> Result<f64> {
         .with_context(|| format!("{name}: no end.sum_received: {:.300}", v.to_string()))
 }
 
-/// Whether tcp.high_retransmits' condition holds on the facts (its TOML, read here).
-fn retrans_says(d: &Diagnosis) -> Result<bool> {
-    let t = d.at("/facts/traffic")?;
-    // The share lost: retransmissions less those DSACK showed needless.
-    let lost = |v: &serde_json::Value, all: &str, spurious: &str| {
-        v[all].as_f64().unwrap_or(0.0) - v[spurious].as_f64().unwrap_or(0.0)
-    };
-    let by_traffic = t["tcp_segments"].as_i64() >= Some(1000)
-        && lost(t, "tcp_retrans_ratio", "tcp_spurious_ratio") > 0.02;
-    let by_flow = d.flows().iter().any(|f| {
-        f["limit"] == "congestion"
-            && f["data_segs_sent"].as_i64() >= Some(1000)
-            && lost(f, "retrans_ratio", "spurious_ratio") > 0.02
-    });
-    Ok(by_traffic || by_flow)
+/// Whether tcp.high_retransmits' condition holds on case `case`'s facts: the rule evaluated
+/// again by `netdoctor rules eval` on the saved report, so this check and the rule cannot drift.
+fn retrans_says(run: &Run, case: &str) -> Result<bool> {
+    let report = run.dir.join(format!("{case}.out"));
+    let report = report.to_string_lossy();
+    let args = ["rules", "eval", &report, "--rule", RETRANS, "--json"];
+    let out = netdoctor::run(None, &args, Duration::from_secs(30))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "netdoctor rules eval {report}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    let found = v["findings"].as_array().map_or(0, Vec::len);
+    ensure!(
+        v["not_evaluated"].as_array().is_some_and(Vec::is_empty),
+        "{RETRANS} not evaluated on {case}'s facts: {v}"
+    );
+    Ok(found > 0)
 }
 
 /// What the cubic finding at one (RTT, loss) point says, beside iperf3's figure.
@@ -92,7 +97,7 @@ fn wan_cases(run: &Run, failures: &mut Failures) {
     failures.check("wan_bbr_60_5", run, || {
         let d = diagnosis(run, "wan_bbr_60_5")?;
         d.assert_none_of(&[CUBIC])?;
-        let says = retrans_says(&d)?;
+        let says = retrans_says(run, "wan_bbr_60_5")?;
         ensure!(
             d.all(RETRANS).is_empty() != says,
             "{RETRANS} present: {}, its condition on the facts: {says}:\n{}",

@@ -93,6 +93,11 @@ impl Interface {
         }
     }
 
+    /// The interface a link message describes (`None` without a name).
+    pub(crate) fn parse(msg: &LinkMessage) -> Option<Self> {
+        Self::from_message(msg)
+    }
+
     fn from_message(msg: &LinkMessage) -> Option<Self> {
         let mut name = None;
         let mut mtu = 0;

@@ -74,7 +74,7 @@ fn mode_name(m: &BondMode) -> String {
     }
 }
 
-fn policy_name(p: &BondXmitHashPolicy) -> String {
+pub(crate) fn policy_name(p: &BondXmitHashPolicy) -> String {
     match p {
         BondXmitHashPolicy::Layer2 => "layer2".into(),
         BondXmitHashPolicy::Layer34 => "layer3+4".into(),

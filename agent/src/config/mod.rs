@@ -13,6 +13,7 @@ mod error;
 pub mod firewall;
 pub mod host;
 pub mod iface;
+pub mod inventory;
 pub mod ip_tunnel;
 pub mod link;
 pub mod prefix;

@@ -64,6 +64,7 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_bpf_programs_attached", "BPF programs attached to interfaces.", GAUGE, &[]),
     ("netdoctor_bpf_program_loaded", "Whether the BPF program loaded on this kernel (1) or its signal is missing (0).", GAUGE, &["program"]),
     ("netdoctor_attach_failures_total", "Attempts to attach to an interface that failed.", COUNTER, &[]),
+    ("netdoctor_config_changes_total", "Configuration changes the timeline recorded since start, by kind (link.mtu, route, sysctl, ...; /api/v1/events).", COUNTER, &["kind"]),
     ("netdoctor_bpf_map_fill_ratio", "Entries in a BPF map over its capacity.", GAUGE, &["map"]),
     ("netdoctor_flow_table_capacity", "Flows the flow table holds (--max-flows).", GAUGE, &[]),
     ("netdoctor_flow_table_evictions_total", "Flows the full flow table evicted (their figures restarted from zero).", COUNTER, &[]),
@@ -364,6 +365,14 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
         &[],
         shared.attach_failures.load(Ordering::Relaxed) as f64,
     );
+    let changes = shared
+        .config_changes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for (kind, n) in changes {
+        out.put("netdoctor_config_changes_total", &[kind], n as f64);
+    }
     for (program, loaded) in &h.programs_loaded {
         out.put(
             "netdoctor_bpf_program_loaded",

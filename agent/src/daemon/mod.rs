@@ -15,6 +15,7 @@ pub(crate) mod select;
 pub(crate) mod server;
 pub(crate) mod state;
 pub mod store;
+pub(crate) mod timeline;
 pub(crate) mod token;
 
 use std::mem::MaybeUninit;

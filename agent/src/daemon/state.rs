@@ -199,6 +199,8 @@ pub struct Shared {
     pub evaluation_seconds: prometheus::Histogram,
     /// When the agent started.
     pub started: std::time::Instant,
+    /// Configuration changes seen since start, by kind (every kind, from 0).
+    pub config_changes: std::sync::Mutex<BTreeMap<&'static str, u64>>,
     view: RwLock<View>,
 }
 
@@ -220,8 +222,25 @@ impl Shared {
                 ]),
             )?,
             started: std::time::Instant::now(),
+            config_changes: std::sync::Mutex::new(
+                crate::daemon::timeline::Kind::ALL
+                    .iter()
+                    .map(|k| (k.as_str(), 0))
+                    .collect(),
+            ),
             view: RwLock::new(View::default()),
         })
+    }
+
+    /// Counts one configuration change of `kind` (`netdoctor_config_changes_total`).
+    pub fn count_change(&self, kind: &str) {
+        let mut counts = self
+            .config_changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = counts.iter_mut().find(|(k, _)| **k == kind).map(|(_, n)| n) {
+            *n += 1;
+        }
     }
 
     /// Reads the view (a panicking writer leaves it readable: every write replaces whole

@@ -1,4 +1,5 @@
-//! The SQLite history: findings with their lifecycle, and per-interface samples.
+//! The SQLite history: findings with their lifecycle, per-interface samples, and the
+//! configuration timeline's events.
 
 use axum::extract::{RawQuery, State};
 use axum::routing::get;
@@ -8,7 +9,7 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use super::params::Params;
 use super::AppState;
-use crate::daemon::store::{FindingQuery, SampleQuery, StateFilter};
+use crate::daemon::store::{EventQuery, FindingQuery, SampleQuery, StateFilter};
 
 /// Samples default to the last hour.
 const DEFAULT_SAMPLE_RANGE_MS: i64 = 3_600_000;
@@ -18,6 +19,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/findings", get(findings))
         .route("/samples", get(samples))
+        .route("/events", get(events))
 }
 
 fn range(p: &Params) -> Result<(Option<i64>, Option<i64>), ApiError> {
@@ -88,6 +90,41 @@ async fn samples(
     };
     let store = state.shared.store.clone();
     let page = tokio::task::spawn_blocking(move || store.samples(&q))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(json!(page)))
+}
+
+/// The configuration timeline, newest first: `iface` (or `interface`, as elsewhere),
+/// `since`, `until`, `limit` (at most 1,000) and `offset`.
+async fn events(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(
+        query.as_deref(),
+        &["iface", "interface", "since", "until", "limit", "offset"],
+    )?;
+    let (limit, offset) = p.page()?;
+    let (since_ms, until_ms) = range(&p)?;
+    let interface = match (p.text("iface"), p.text("interface")) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad(
+                "iface",
+                "give iface or interface, not both (they are the same filter)",
+            ))
+        }
+        (a, b) => a.or(b),
+    };
+    let q = EventQuery {
+        interface,
+        since_ms,
+        until_ms,
+        limit,
+        offset,
+    };
+    let store = state.shared.store.clone();
+    let page = tokio::task::spawn_blocking(move || store.events(&q))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
     Ok(Json(json!(page)))

@@ -154,3 +154,29 @@ fn peer_paths_are_bounded_by_the_peer_cap_keeping_the_lossiest() {
     let config = Config::resolve(&Overrides::default()).expect("default configuration");
     assert_eq!(config.max_path_peers, 256);
 }
+
+#[test]
+fn configuration_changes_are_counted_by_kind_from_zero() {
+    let config = Config::resolve(&Overrides::default()).expect("default configuration");
+    let store = Store::open_in_memory(Retention::default()).expect("store");
+    let shared = Arc::new(Shared::new(config, Arc::new(store)).expect("shared state"));
+    let metrics = Metrics::new(shared.clone()).expect("metrics");
+    let text = metrics.render().expect("render");
+    assert!(
+        text.contains("netdoctor_config_changes_total{kind=\"link.mtu\"} 0"),
+        "{text}"
+    );
+    shared.count_change("link.mtu");
+    shared.count_change("link.mtu");
+    shared.count_change("sysctl");
+    shared.count_change("not-a-kind");
+    let text = metrics.render().expect("render");
+    for line in [
+        "netdoctor_config_changes_total{kind=\"link.mtu\"} 2",
+        "netdoctor_config_changes_total{kind=\"sysctl\"} 1",
+        "netdoctor_config_changes_total{kind=\"route\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} missing from {text}");
+    }
+    assert!(!text.contains("not-a-kind"), "{text}");
+}

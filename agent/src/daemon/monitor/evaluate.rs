@@ -80,6 +80,14 @@ impl Monitor<'_> {
         for e in &firewall.errors {
             tracing::debug!("firewall rules partly unread: {e}");
         }
+        self.timeline_window(
+            crate::daemon::timeline::WindowParts {
+                routes: Some(&routes),
+                firewall: &firewall,
+            },
+            now,
+        )
+        .await;
         let links_now = bond::counters().await.unwrap_or_default();
         let host_cpu_now = HostSample::read().ok();
         let shared = Window {
@@ -112,6 +120,7 @@ impl Monitor<'_> {
                 Err(e) => tracing::warn!(iface = %me.name, "evaluation failed: {e:#}"),
             }
         }
+        self.timeline_peers(&evaluated, now);
         let new_underlays = underlays.difference(&self.underlays_wanted).count() > 0;
         self.underlays_wanted = underlays;
 
@@ -138,6 +147,9 @@ impl Monitor<'_> {
 
         if self.last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
             self.last_prune = Some(Instant::now());
+            if self.shared.store.prune_events(now).is_err() {
+                tracing::debug!("configuration changes not pruned");
+            }
             match self.shared.store.prune(now) {
                 Ok(p) if p.samples + p.findings > 0 => {
                     tracing::debug!(samples = p.samples, findings = p.findings, "pruned history")
@@ -259,8 +271,21 @@ impl Monitor<'_> {
         // The store logs its failures once and /readyz shows them: a failed write does not
         // fail the interface's evaluation.
         if let Ok(transitions) = self.shared.store.record(&me.name, now, &found) {
+            let underlays: Vec<String> = [&facts.tunnel.underlay_iface]
+                .into_iter()
+                .filter(|u| !u.is_empty())
+                .cloned()
+                .collect();
             for k in &transitions.opened {
-                tracing::info!(iface = %me.name, finding = %k.id, "finding opened");
+                let cause = self.cause_of(&me.name, &underlays, now);
+                tracing::info!(iface = %me.name, finding = %k.id, cause = cause.as_deref().unwrap_or(""), "finding opened");
+                if let Some(cause) = cause {
+                    // A failure is logged once by the store (store::health).
+                    let _ =
+                        self.shared
+                            .store
+                            .set_cause(&k.id, &me.name, k.subject.as_deref(), &cause);
+                }
             }
             for k in &transitions.resolved {
                 tracing::info!(iface = %me.name, finding = %k.id, "finding resolved");

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch, Notify};
 mod evaluate;
 mod peer_paths;
 mod publish;
+mod timeline;
 
 use super::select::Selector;
 use super::state::{Rates, Shared};
@@ -32,6 +33,8 @@ const RESYNC: Duration = Duration::from_secs(30);
 const RING_POLL: Duration = Duration::from_millis(100);
 /// An interface that refused attachment is retried after this long.
 const ATTACH_RETRY: Duration = Duration::from_secs(60);
+/// A notification's burst settles this long before the timeline reads.
+const TIMELINE_SETTLE: Duration = Duration::from_millis(100);
 /// History is pruned at most this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -88,6 +91,8 @@ pub struct Monitor<'obj> {
     probe_tx: mpsc::UnboundedSender<(String, Vec<(String, ProbeResult)>)>,
     probe_rx: mpsc::UnboundedReceiver<(String, Vec<(String, ProbeResult)>)>,
     last_prune: Option<Instant>,
+    /// The configuration as last read, for the timeline.
+    timeline: crate::daemon::timeline::Snapshot,
 }
 
 impl std::fmt::Debug for Monitor<'_> {
@@ -147,6 +152,7 @@ impl<'obj> Monitor<'obj> {
             probe_tx,
             probe_rx,
             last_prune: None,
+            timeline: crate::daemon::timeline::Snapshot::default(),
         })
     }
 
@@ -164,7 +170,12 @@ impl<'obj> Monitor<'obj> {
     /// links) and returns.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
         let changed = Arc::new(Notify::new());
-        let events = match super::links::watch(changed.clone()) {
+        let config = Arc::new(Notify::new());
+        let wake = super::links::Wake {
+            links: changed.clone(),
+            config: config.clone(),
+        };
+        let events = match super::links::watch(wake) {
             Ok(task) => Some(task),
             Err(e) => {
                 tracing::warn!(
@@ -175,6 +186,7 @@ impl<'obj> Monitor<'obj> {
             }
         };
         self.reconcile().await;
+        self.timeline_notified().await;
         self.prev_dp = self.dp_snapshot()?;
         self.window_start = Instant::now();
 
@@ -192,6 +204,11 @@ impl<'obj> Monitor<'obj> {
                     // Events come in bursts (a new tunnel: create, address, up): settle first.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     self.reconcile().await;
+                }
+                () = config.notified() => {
+                    // Settle a burst (a route change: delete, add) into one reading.
+                    tokio::time::sleep(TIMELINE_SETTLE).await;
+                    self.timeline_notified().await;
                 }
                 _ = resync.tick() => self.reconcile().await,
                 _ = ring.tick() => {

@@ -97,6 +97,10 @@ pub struct StoredFinding {
     pub resolved_ms: Option<i64>,
     /// How many evaluations reported it.
     pub evaluations: u64,
+    /// The configuration change it began after, on its interface or underlay or
+    /// host-wide: "began 40 s after wg0's MTU changed 1420 → 1500"; left out when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 /// The identity of a finding, as reported in [`Transitions`].
@@ -121,7 +125,7 @@ pub struct Transitions {
 
 /// The columns [`Raw::from_row`] reads, in order.
 const COLUMNS: &str = "id, interface, subject, severity, summary, evidence, fix, reference, \
-                       opened_ms, last_seen_ms, resolved_ms, evaluations";
+                       opened_ms, last_seen_ms, resolved_ms, evaluations, cause";
 
 /// Active first, then newest opened first; `row_id` keeps pages stable.
 const ORDER: &str = "resolved_ms IS NOT NULL, opened_ms DESC, row_id DESC";
@@ -314,6 +318,7 @@ struct Raw {
     last_seen_ms: i64,
     resolved_ms: Option<i64>,
     evaluations: i64,
+    cause: Option<String>,
 }
 
 impl Raw {
@@ -333,6 +338,7 @@ impl Raw {
             last_seen_ms: row.get(9)?,
             resolved_ms: row.get(10)?,
             evaluations: row.get(11)?,
+            cause: row.get(12)?,
         })
     }
 
@@ -367,6 +373,7 @@ impl Raw {
             last_seen_ms: self.last_seen_ms,
             resolved_ms: self.resolved_ms,
             evaluations: to_u64(self.evaluations),
+            cause: self.cause,
         })
     }
 }

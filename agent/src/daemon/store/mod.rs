@@ -7,6 +7,7 @@
 //! - `schema`: the tables, versioned with `PRAGMA user_version`.
 //! - `findings`: the lifecycle of findings (opened, refreshed, resolved) and queries.
 //! - `samples`: one time-series point per interface and window, for charts.
+//! - `events`: the configuration timeline's changes, and the cause a finding cites.
 //! - `retention`: how much history is kept, and pruning.
 //! - `query`: paged queries shared by findings and samples.
 //!
@@ -16,6 +17,7 @@
 //! agent dies. Only a power loss or kernel crash can drop the last few transactions, and
 //! even then the database stays consistent. Every write is a single transaction.
 
+mod events;
 mod file;
 mod health;
 mod lifecycle;
@@ -36,6 +38,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde::{Deserialize, Serialize};
 
+pub use events::EventQuery;
 pub use file::Access;
 pub use health::StoreHealth;
 pub use lifecycle::{

@@ -16,7 +16,7 @@ use super::{open_error, StoreError};
 pub(super) const APPLICATION_ID: i64 = 0x4E44_4F43;
 
 /// The migration steps; step `i` upgrades schema version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: findings with their lifecycle, samples.
     "
     PRAGMA application_id = 1313099587;
@@ -55,6 +55,26 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX samples_ts ON samples (ts_ms);
     CREATE INDEX samples_interface_ts ON samples (interface, ts_ms);
+    ",
+    // 2: the configuration timeline, and what a finding cites as its cause.
+    "
+    -- One row per configuration change (daemon::timeline::Event).
+    CREATE TABLE events (
+        row_id    INTEGER PRIMARY KEY,
+        ts_ms     INTEGER NOT NULL,
+        kind      TEXT    NOT NULL,
+        interface TEXT    NOT NULL DEFAULT '',
+        subject   TEXT    NOT NULL DEFAULT '',
+        change    TEXT    NOT NULL,
+        old       TEXT,
+        new       TEXT,
+        text      TEXT    NOT NULL
+    ) STRICT;
+    CREATE INDEX events_ts ON events (ts_ms);
+    CREATE INDEX events_interface_ts ON events (interface, ts_ms);
+
+    -- The change a finding began after: began 40 s after wg0's MTU changed 1420 → 1500.
+    ALTER TABLE findings ADD COLUMN cause TEXT;
     ",
 ];
 

@@ -9,6 +9,7 @@ mod fixture;
 mod auth;
 mod bad_parameters;
 mod diagnose;
+mod events;
 mod health;
 mod live;
 mod origin;

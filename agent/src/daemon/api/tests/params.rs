@@ -10,6 +10,7 @@ const FILTERED: &[&str] = &[
     "/api/v1/findings",
     "/api/v1/samples",
     "/api/v1/drops",
+    "/api/v1/events",
 ];
 
 #[tokio::test]

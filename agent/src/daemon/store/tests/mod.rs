@@ -11,6 +11,7 @@ use serde_json::json;
 use super::schema::APPLICATION_ID;
 use super::*;
 
+mod events;
 mod files;
 mod health;
 mod lifecycle;

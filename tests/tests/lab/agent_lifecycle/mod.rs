@@ -6,7 +6,8 @@
 //! interface (its filters stay and count), the history database another user prepared (a
 //! forged WAL: exit 3), damaged (exit 3) or on a full file system (said once, `/readyz` 503);
 //! rules at the limits of what `rules check` accepts evaluated by the monitor, and one
-//! past them refused at start.
+//! past them refused at start; the configuration timeline (changes served, stored across a
+//! restart, cited by the finding they cause; none without a change).
 //!
 //! Needs root, BPF and the lab tools; skips elsewhere, fails under CI=true.
 //! Build the binary first: `cargo build -p netdoctor`.
@@ -23,3 +24,4 @@ mod netlink;
 mod rule_limits;
 mod sigkill;
 mod sigterm;
+mod timeline;

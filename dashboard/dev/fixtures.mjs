@@ -147,7 +147,8 @@ export function findings(now) {
       summary: 'wg0 has MTU 1480, but wireguard over ipv4 adds 60 bytes and the underlay eth0 carries at most 1500: full-size packets do not fit',
       evidence: { largest_fitting_mtu: 1440, overhead_expected: 60, tunnel_mtu: 1480, underlay_path_mtu: 1500, underlay_route_mtu: 1500 },
       fix: 'ip link set dev wg0 mtu 1440   # and MTU = 1440 in the tunnel\'s configuration so it survives a restart',
-      reference: null, state: 'active', opened_ms: now - 3600e3 * 2.5, last_seen_ms: now - 4000, resolved_ms: null, evaluations: 901 },
+      reference: null, state: 'active', opened_ms: now - 3600e3 * 2.5, last_seen_ms: now - 4000, resolved_ms: null, evaluations: 901,
+      cause: "began 40 s after wg0's MTU changed 1420 → 1480" },
     { id: 'tcp.cubic_on_lossy_path', interface: 'wg0', subject: '10.250.0.1:41234 -> 10.250.0.2:5201', severity: 'warning',
       summary: 'cubic connection 10.250.0.1:41234 -> 10.250.0.2:5201 retransmits 3.40 % of its segments while bbr is available',
       evidence: { cc: 'cubic', retrans_ratio: 0.034, bbr_available: true },
@@ -157,6 +158,15 @@ export function findings(now) {
       summary: 'peer Qm9iIGlz… has had no handshake for 312 s while traffic waits', evidence: { handshake_age_s: 312, initiations_sent: 3, responses_received: 0 },
       fix: 'wg show wg0 endpoints   # check the peer is reachable on 198.51.100.9:51820 (UDP)', reference: null,
       state: 'resolved', opened_ms: now - 7200e3, last_seen_ms: now - 5400e3, resolved_ms: now - 5390e3, evaluations: 180 },
+  ];
+}
+
+export function events(now) {
+  const ev = (ago, kind, iface, subject, change, old, neu, text) => ({ ts_ms: now - ago, kind, interface: iface, subject, change, old, new: neu, text });
+  return [
+    ev(300e3, 'sysctl', '', 'net.ipv4.tcp_congestion_control', 'changed', 'bbr', 'cubic', 'net.ipv4.tcp_congestion_control changed bbr → cubic'),
+    ev(1500e3, 'route', 'wg0', '10.9.0.0/24 table main', 'added', null, 'dev wg0', 'route 10.9.0.0/24 table main added: dev wg0'),
+    ev(3600e3 * 2.5 + 40e3, 'link.mtu', 'wg0', '', 'changed', '1420', '1480', "wg0's MTU changed 1420 → 1480"),
   ];
 }
 

@@ -75,6 +75,10 @@ async function api(req, res, url) {
     return paged(rows);
   }
   if (req.method === 'GET' && p === 'samples') return paged(fx.samples(iface, now, Number(q.get('since') || now - 3600e3)));
+  if (req.method === 'GET' && p === 'events') {
+    const since = Number(q.get('since') || 0);
+    return paged(byIface(fx.events(now)).filter((e) => e.ts_ms >= since));
+  }
   if (req.method === 'GET' && p === 'drops') return json(res, 200, { drops: [{ interface: 'eth0', reason: 'NETFILTER_DROP', packets_total: 12, packets_last_window: 1 }] });
   if (req.method === 'POST' && name === 'diagnose') {
     const target = decodeURIComponent(p.slice('diagnose/'.length));

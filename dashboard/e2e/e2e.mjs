@@ -13,8 +13,12 @@
 //    "cc": "cubic",                               the sockets table has a connection with this cc
 //    "interface": "wg0",                          the interface for finding, cc, charts, diagnose
 //    "diagnose_finding": "mtu.tunnel_exceeds_underlay",  the "Diagnose now" report lists it
-//    "peers": {"tailscale0": [{"host": "node-b", "path": "derp", "text": "DERP relay"}]}}
+//    "peers": {"tailscale0": [{"host": "node-b", "path": "derp", "text": "DERP relay"}]},
 //                                                 the card's peers table has such a row
+//    "events": ["wg0's MTU changed 1340 → 1420"], the timeline view lists changes with these texts
+//    "cause": "after wg0's MTU changed",          the finding shows a cause containing this
+//    "chart_markers": 1}                          every time chart of "interface" marks at least
+//                                                 this many changes, listed above the charts
 //
 // At 1280x800 and at 400x800 it loads the page, fails on any console error, page error,
 // failed request or HTTP error response, checks the above, that the page does not overflow
@@ -230,6 +234,11 @@ async function checkFindings(page, tag) {
     const sev = ((await f.locator('[data-testid="finding-severity"]').textContent()) || '').trim();
     if (!/critical|warning|info/i.test(sev)) fail(`findings: ${exp.finding} has no severity text (${JSON.stringify(sev)})`);
     log(`[${tag}] finding ${exp.finding}: ${sev}, fix: ${fix}`);
+    if (exp.cause) {
+      const cause = ((await f.locator('[data-testid="finding-cause"]').textContent().catch(() => '')) || '').trim();
+      if (!cause.includes(exp.cause)) fail(`findings: ${exp.finding}'s cause ${JSON.stringify(cause)} does not contain ${JSON.stringify(exp.cause)}`);
+      log(`[${tag}] finding ${exp.finding}: ${cause}`);
+    }
   }
   await settled(page, `[${tag}] findings`);
   await shot(page, `${tag}-findings`);
@@ -270,8 +279,39 @@ async function checkCharts(page, tag) {
   }
   const n = await page.locator('[data-testid="charts"]').getAttribute('data-sample-count');
   log(`[${tag}] charts: 5 canvases drawn from ${n} samples`);
+  if (exp.chart_markers) {
+    const want = Number(exp.chart_markers);
+    for (const c of ['throughput', 'retrans', 'drops', 'pmtu']) {
+      const fig = page.locator(`[data-testid="chart-${c}"]`);
+      const until = Date.now() + T;
+      while (!(Number(await fig.getAttribute('data-markers')) >= want)) {
+        if (Date.now() > until) fail(`charts: chart-${c} marks ${await fig.getAttribute('data-markers')} changes, expected at least ${want}`);
+        await page.waitForTimeout(1000);
+      }
+    }
+    const listed = await page.locator('[data-testid="chart-event"]').count();
+    if (listed < want) fail(`charts: ${listed} changes listed above the charts, expected at least ${want}`);
+    log(`[${tag}] charts: every time chart marks at least ${want} change${want === 1 ? '' : 's'}; ${listed} listed`);
+  }
   await settled(page, `[${tag}] charts`);
   await shot(page, `${tag}-charts`);
+}
+
+async function checkTimeline(page, tag) {
+  await openView(page, 'timeline');
+  await waitFor(page, '[data-testid="timeline"][data-state="ready"]', 'timeline view');
+  for (const text of exp.events || []) {
+    const until = Date.now() + T;
+    for (;;) {
+      const texts = await page.locator('[data-testid="event-text"]').allInnerTexts();
+      if (texts.some((t) => t.includes(text))) break;
+      if (Date.now() > until) fail(`timeline: no change ${JSON.stringify(text)} listed; it shows ${JSON.stringify(texts)}`);
+      await page.waitForTimeout(1000);
+    }
+    log(`[${tag}] timeline: ${text}`);
+  }
+  await settled(page, `[${tag}] timeline`);
+  await shot(page, `${tag}-timeline`);
 }
 
 async function checkDiagnose(page, tag, watcher, iface) {
@@ -364,6 +404,7 @@ async function main() {
         await checkFindings(page, tag);
         await checkTraffic(page, tag);
         await checkCharts(page, tag);
+        await checkTimeline(page, tag);
         if (opts.diagnose && vp === VIEWPORTS[0]) {
           if (!diagnoseIface) fail('diagnose: no interface to diagnose (give "interface" in --expect)');
           await checkDiagnose(page, tag, w, diagnoseIface);

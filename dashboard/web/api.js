@@ -126,6 +126,7 @@ export function createApi({ fetchFn, storage = null, base = '', timeoutMs = 1500
     flows: (params) => request('GET', 'api/v1/flows', { params: { limit: 1000, ...params } }),
     findings: (params) => request('GET', 'api/v1/findings', { params: { limit: 1000, ...params } }),
     samples: (params) => request('GET', 'api/v1/samples', { params: { limit: 1000, ...params } }),
+    events: (params) => request('GET', 'api/v1/events', { params: { limit: 1000, ...params } }),
     drops: (params) => request('GET', 'api/v1/drops', { params }),
     /** Runs a diagnosis (5-10 s); the timeout leaves room for the observation and the probe. */
     diagnose: (iface, { duration = '5s', probe = true } = {}) =>

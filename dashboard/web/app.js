@@ -8,6 +8,7 @@ import { createOverview } from './views/overview.js';
 import { createFindings } from './views/findings.js';
 import { createTraffic } from './views/traffic.js';
 import { createCharts } from './views/charts.js';
+import { createTimeline } from './views/timeline.js';
 import { createDiagnoser } from './views/diagnose.js';
 
 // boot.js shows an error if this module never runs (a file missing, a browser too old).
@@ -107,6 +108,7 @@ const views = {
   findings: createFindings(ctx),
   traffic: createTraffic(ctx),
   charts: createCharts(ctx),
+  timeline: createTimeline(ctx),
 };
 
 // --- status line and refresh loop ---------------------------------------------------------

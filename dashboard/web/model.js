@@ -418,7 +418,7 @@ export function findingCounts(findings) {
 // ---------------------------------------------------------------------------------------
 // Routes: "#/overview", "#/findings", "#/traffic?interface=wg0", "#/charts?interface=wg0"
 
-export const VIEWS = ['overview', 'findings', 'traffic', 'charts'];
+export const VIEWS = ['overview', 'findings', 'traffic', 'charts', 'timeline'];
 
 /** Parses a location hash into {view, params}; unknown views fall back to the overview. */
 export function parseRoute(hash) {

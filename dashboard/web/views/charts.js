@@ -1,6 +1,8 @@
 // Charts of one interface from GET /api/v1/samples?interface=X (one sample per window):
 // throughput, retransmit ratio by congestion control, drops by reason, packet sizes with
 // the MTU marked, path MTU over time. Drawn with uPlot (web/vendor/, a global `uPlot`).
+// Configuration changes (GET /api/v1/events) of the interface and the host are marked on
+// every time chart and listed above them.
 
 import { h, replaceContent, errorBox, selectValue } from '../dom.js';
 import { formatBitRate, formatPercent, formatCount, formatMtu, formatTimestamp, known } from '../format.js';
@@ -8,6 +10,8 @@ import {
   throughputSeries, retransSeries, dropsSeries, pmtuSeries, sizeHistogram, routeHash, orderSamples,
 } from '../model.js';
 import { timeAxisIncrs, timeAxisLabels } from '../timeaxis.js';
+import { eventsFor } from '../events.js';
+import { eventMarkersHook } from './markers.js';
 
 const RANGES = { '15m': 900e3, '1h': 3600e3, '6h': 6 * 3600e3 };
 /** Pages of 1000 samples fetched at most (6 h of 10 s windows is 2160 samples). */
@@ -21,6 +25,7 @@ function palette() {
     fg: v('--fg-muted', '#555'),
     grid: v('--grid', 'rgba(128,128,128,0.2)'),
     crit: v('--crit', '#c00'),
+    warn: v('--warn', '#b60'),
     series: [1, 2, 3, 4, 5, 6].map((i) => v(`--chart-${i}`, '#36c')),
   };
 }
@@ -67,6 +72,10 @@ function draw(fig, key, makeOpts, data) {
   if (fig.u) fig.u.destroy();
   fig.key = key;
   const opts = makeOpts(width);
+  if (fig.marks) {
+    const hooks = opts.hooks || {};
+    opts.hooks = { ...hooks, draw: [...(hooks.draw || []), fig.marks] };
+  }
   fig.u = new globalThis.uPlot(opts, data, fig.plot);
 }
 
@@ -147,6 +156,22 @@ export function createCharts(ctx) {
     pmtu: figure('chart-pmtu', 'Path MTU probes', 'Probed path MTU toward the tunnel endpoints, the interface MTU, and the MTU plus the encapsulation overhead; big markers are probes that found a blackhole.'),
   };
   grid.append(...Object.values(figs).map((f) => f.el));
+  const eventsEl = section.querySelector('[data-role="events"]');
+  /** The interface's and the host's configuration changes in the range, oldest first. */
+  let chartEvents = [];
+  for (const name of ['throughput', 'retrans', 'drops', 'pmtu']) {
+    figs[name].marks = eventMarkersHook(() => chartEvents, palette().warn, figs[name].el);
+  }
+
+  /** The changes marked on the charts, numbered as their markers. */
+  function renderEvents() {
+    section.dataset.eventCount = String(chartEvents.length);
+    replaceContent(eventsEl, chartEvents.length
+      ? [h('h2', {}, 'Configuration changes in the range'),
+        h('ol', { class: 'events' }, chartEvents.map((e, i) => h('li', { dataset: { testid: 'chart-event', kind: e.kind } },
+          `◆${i + 1} ${formatTimestamp(e.ts_ms)}: ${e.text}`)))]
+      : []);
+  }
 
   let samples = [];
   let sampleIface = '';
@@ -175,6 +200,7 @@ export function createCharts(ctx) {
 
   function render() {
     const p = palette();
+    renderEvents();
     const s = orderSamples(samples);
     section.dataset.interface = sampleIface;
     section.dataset.sampleCount = String(s.length);
@@ -296,12 +322,16 @@ export function createCharts(ctx) {
   ifaceSel.addEventListener('change', () => { syncHash(); lastSig = ''; ctx.refreshNow(); });
   rangeSel.addEventListener('change', () => { lastSig = ''; ctx.refreshNow(); });
 
-  async function fetchSamples(iface) {
-    // The range ends at the agent's clock (its last window), not the browser's, so a skewed
-    // browser clock does not empty the charts.
+  /** Where the range starts: it ends at the agent's clock (its last window), not the
+   * browser's, so a skewed browser clock does not empty the charts. */
+  function rangeStart(iface) {
     const known = interfaces.find((i) => i.name === iface);
     const end = known && known.updated_ms > 0 ? Math.max(known.updated_ms, 0) : Date.now();
-    const since = end - (RANGES[rangeSel.value] || RANGES['1h']);
+    return end - (RANGES[rangeSel.value] || RANGES['1h']);
+  }
+
+  async function fetchSamples(iface) {
+    const since = rangeStart(iface);
     const out = [];
     for (let page = 0; page < MAX_PAGES; page++) {
       const res = await ctx.api.samples({ interface: iface, since, offset: page * 1000 });
@@ -326,9 +356,11 @@ export function createCharts(ctx) {
         fillInterfaces();
         const iface = ifaceSel.value;
         const got = iface ? await fetchSamples(iface) : [];
+        const changes = iface ? (await ctx.api.events({ since: rangeStart(iface) })).items || [] : [];
         replaceContent(status);
-        const sig = JSON.stringify([iface, got, rangeSel.value]);
+        const sig = JSON.stringify([iface, got, rangeSel.value, changes]);
         samples = got;
+        chartEvents = eventsFor(changes, iface);
         sampleIface = iface;
         if (sig !== lastSig) {
           lastSig = sig;

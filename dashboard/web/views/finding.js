@@ -52,6 +52,7 @@ export function renderFinding(f, { level = 3, key = '' } = {}) {
     stored ? h('span', { class: `tag state-${f.state}` }, f.state === 'active' ? 'active' : 'resolved') : null),
   f.subject ? h('p', { class: 'subject' }, 'About: ', h('code', {}, f.subject)) : null,
   h('p', { class: 'summary', dataset: { testid: 'finding-summary' } }, f.summary || ''),
+  f.cause ? h('p', { class: 'cause', dataset: { testid: 'finding-cause' } }, h('span', { class: 'fix-label' }, 'What changed'), ' ', f.cause) : null,
   evidence.length
     ? h('details', { class: 'evidence' },
       h('summary', {}, `Evidence (${evidence.length})`),

@@ -1,14 +1,16 @@
 //! The configuration timeline: a WireGuard MTU, a route and the namespace's
 //! `net.ipv4.tcp_congestion_control` changed while the agent runs are each in
 //! `/api/v1/events` within one interval, counted in the metrics, kept in SQLite across a
-//! restart; the finding the MTU change causes cites it. The control: the same lab with no
-//! change records no event, and its finding cites nothing.
+//! restart, and on the dashboard in Chromium (the timeline, the finding's cause, markers on
+//! the charts); the finding the MTU change causes cites it. The control: the same lab with
+//! no change records no event, and its finding cites nothing.
 
 use std::time::{Duration, Instant};
 
 use ::netdoctor::daemon::store::EventQuery;
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::agent::{self, Agent};
+use netdoctor_lab::dashboard::{self, repo_root};
 use netdoctor_lab::lab_guard;
 use serde_json::Value;
 
@@ -150,6 +152,21 @@ fn agent_records_a_wireguard_mtu_a_route_and_a_sysctl_change_and_cites_the_mtu()
             m.first().is_some_and(|m| m.value >= at_least),
             "netdoctor_config_changes_total{{kind=\"{kind}\"}}: {m:?}"
         );
+    }
+
+    // On the dashboard in Chromium: the timeline lists them, the finding shows its cause,
+    // every time chart of the tunnel marks them.
+    if dashboard::require_browser_or_skip() {
+        let expect = serde_json::json!({
+            "mtus": { name: OVERSIZED_MTU },
+            "finding": EXCEEDS,
+            "interface": name,
+            "events": [&mtu_text, &cc_text, format!("route {ROUTE} table main added")],
+            "cause": format!("after {mtu_text}"),
+            "chart_markers": 2,
+        });
+        let shots = repo_root().join("tests/artifacts/timeline");
+        dashboard::e2e(&agent, Some(ns), &expect, &shots, None)?;
     }
 
     // Across a restart: in the database, served again, and the restart itself no change.

@@ -80,14 +80,7 @@ impl Monitor<'_> {
         for e in &firewall.errors {
             tracing::debug!("firewall rules partly unread: {e}");
         }
-        self.timeline_window(
-            crate::daemon::timeline::WindowParts {
-                routes: Some(&routes),
-                firewall: &firewall,
-            },
-            now,
-        )
-        .await;
+        self.timeline_window(&routes, &firewall, now).await;
         let links_now = bond::counters().await.unwrap_or_default();
         let host_cpu_now = HostSample::read().ok();
         let shared = Window {
@@ -271,22 +264,7 @@ impl Monitor<'_> {
         // The store logs its failures once and /readyz shows them: a failed write does not
         // fail the interface's evaluation.
         if let Ok(transitions) = self.shared.store.record(&me.name, now, &found) {
-            let underlays: Vec<String> = [&facts.tunnel.underlay_iface]
-                .into_iter()
-                .filter(|u| !u.is_empty())
-                .cloned()
-                .collect();
-            for k in &transitions.opened {
-                let cause = self.cause_of(&me.name, &underlays, now);
-                tracing::info!(iface = %me.name, finding = %k.id, cause = cause.as_deref().unwrap_or(""), "finding opened");
-                if let Some(cause) = cause {
-                    // A failure is logged once by the store (store::health).
-                    let _ =
-                        self.shared
-                            .store
-                            .set_cause(&k.id, &me.name, k.subject.as_deref(), &cause);
-                }
-            }
+            self.opened(&me.name, &facts, &transitions.opened, now);
             for k in &transitions.resolved {
                 tracing::info!(iface = %me.name, finding = %k.id, "finding resolved");
             }

@@ -35,6 +35,8 @@ const RING_POLL: Duration = Duration::from_millis(100);
 const ATTACH_RETRY: Duration = Duration::from_secs(60);
 /// A notification's burst settles this long before the timeline reads.
 const TIMELINE_SETTLE: Duration = Duration::from_millis(100);
+/// Notifications start a timeline reading at most this often.
+const TIMELINE_GAP: Duration = Duration::from_millis(500);
 /// History is pruned at most this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -187,6 +189,7 @@ impl<'obj> Monitor<'obj> {
         };
         self.reconcile().await;
         self.timeline_notified().await;
+        let mut last_timeline = Instant::now();
         self.prev_dp = self.dp_snapshot()?;
         self.window_start = Instant::now();
 
@@ -206,9 +209,12 @@ impl<'obj> Monitor<'obj> {
                     self.reconcile().await;
                 }
                 () = config.notified() => {
-                    // Settle a burst (a route change: delete, add) into one reading.
-                    tokio::time::sleep(TIMELINE_SETTLE).await;
+                    // Settle a burst (a route change: delete, add) into one reading, and
+                    // read at most once a TIMELINE_GAP however often the kernel notifies.
+                    let wait = TIMELINE_GAP.saturating_sub(last_timeline.elapsed());
+                    tokio::time::sleep(wait.max(TIMELINE_SETTLE)).await;
                     self.timeline_notified().await;
+                    last_timeline = Instant::now();
                 }
                 _ = resync.tick() => self.reconcile().await,
                 _ = ring.tick() => {

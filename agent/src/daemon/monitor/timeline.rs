@@ -3,8 +3,10 @@
 //! after.
 
 use super::{now_ms, Monitor};
+use crate::config::firewall::Ruleset;
 use crate::config::iface::Interface;
-use crate::daemon::store::EventQuery;
+use crate::config::route_table::TableRoute;
+use crate::daemon::store::{EventQuery, FindingKey};
 use crate::daemon::timeline::{self, Snapshot, WindowParts};
 use crate::facts::Facts;
 
@@ -19,7 +21,16 @@ impl Monitor<'_> {
     }
 
     /// At a window, before the rules: links, addresses, routes, sysctls, the firewall.
-    pub(super) async fn timeline_window(&mut self, parts: WindowParts<'_>, now: i64) {
+    pub(super) async fn timeline_window(
+        &mut self,
+        routes: &[TableRoute],
+        firewall: &Ruleset,
+        now: i64,
+    ) {
+        let parts = WindowParts {
+            routes: Some(routes),
+            firewall,
+        };
         let snap = timeline::read_window(parts).await;
         self.timeline_compare(snap, now);
     }
@@ -42,6 +53,30 @@ impl Monitor<'_> {
         // A failure is logged once by the store (store::health).
         if self.shared.store.insert_events(&events).is_err() {
             tracing::debug!("configuration changes not kept");
+        }
+    }
+
+    /// Logs the findings that opened on `iface` and records the change each began after.
+    pub(super) fn opened(&self, iface: &str, facts: &Facts, opened: &[FindingKey], now: i64) {
+        if opened.is_empty() {
+            return;
+        }
+        let underlays: Vec<String> = [&facts.tunnel.underlay_iface]
+            .into_iter()
+            .filter(|u| !u.is_empty())
+            .cloned()
+            .collect();
+        let cause = self.cause_of(iface, &underlays, now);
+        for k in opened {
+            let said = cause.as_deref().unwrap_or("");
+            tracing::info!(iface, finding = %k.id, cause = said, "finding opened");
+            if let Some(cause) = &cause {
+                // A failure is logged once by the store (store::health).
+                let _ = self
+                    .shared
+                    .store
+                    .set_cause(&k.id, iface, k.subject.as_deref(), cause);
+            }
         }
     }
 

@@ -106,6 +106,9 @@ fn text(k: &Key, change: Change, old: Option<&str>, new: Option<&str>) -> String
     // Kinds whose subject is the value: nothing to add.
     let said = matches!(k.kind, Kind::Address | Kind::Firewall | Kind::WireguardPeer);
     match (change, old, new) {
+        (Change::Changed, Some(a), Some(b)) if k.kind == Kind::Link => {
+            format!("{noun}'s kind changed {a} → {b}")
+        }
         (Change::Changed, Some(a), Some(b)) => format!("{noun} changed {a} → {b}"),
         (Change::Added, _, Some(b)) if k.kind == Kind::Link => format!("{noun} ({b}) added"),
         (Change::Removed, Some(a), _) if k.kind == Kind::Link => format!("{noun} ({a}) removed"),

@@ -92,10 +92,18 @@ pub(super) fn link_section(links: &BTreeMap<String, LinkState>) -> Section {
     s
 }
 
+/// Routing tables larger than this (a full Internet table) are not compared: the
+/// snapshot stays small, and such a router's routes change all the time anyway.
+pub(super) const MAX_ROUTES: usize = 10_000;
+
 /// Every route by destination and table: its nexthops ("via 10.0.0.1 dev eth0", a
 /// multipath route's each with its weight), on its first nexthop's interface.
 pub(super) fn route_section(routes: &[TableRoute], names: &BTreeMap<u32, &str>) -> Section {
     let mut s = Section::default();
+    if routes.len() > MAX_ROUTES {
+        s.guard = format!("more than {MAX_ROUTES} routes: not compared");
+        return s;
+    }
     for r in routes {
         let name = |i: u32| {
             names

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use super::read::{link_section, route_section};
+use super::read::{self, link_section, route_section};
 use super::snapshot::{Section, Snapshot};
 use super::*;
 use crate::config::inventory::LinkState;
@@ -205,4 +205,41 @@ fn changes_in_a_real_namespace_are_seen_and_no_change_is_not() {
     })
     .join()
     .expect("the namespace's thread failed");
+}
+
+#[test]
+fn a_routing_table_too_large_to_compare_gives_no_event() {
+    use crate::config::route_table::{Nexthop, TableRoute};
+    let names = BTreeMap::from([(2, "eth0")]);
+    let table = |n: usize, via: u32| -> Vec<TableRoute> {
+        (0..n)
+            .map(|i| TableRoute {
+                destination: format!("10.{}.{}.0/24", i / 256, i % 256)
+                    .parse()
+                    .expect("prefix"),
+                table: 254,
+                nexthops: vec![Nexthop {
+                    ifindex: 2,
+                    weight: 1,
+                    gateway: Some(format!("192.0.2.{via}").parse().expect("gateway")),
+                }],
+            })
+            .collect()
+    };
+    let section = |routes: &[TableRoute]| {
+        let mut s = Snapshot::default();
+        s.set("routes", route_section(routes, &names));
+        s
+    };
+    let big = read::MAX_ROUTES + 1;
+    let (a, b) = (section(&table(big, 1)), section(&table(big, 2)));
+    assert!(diff(&a, &b, 1).is_empty());
+    assert!(
+        b.sections["routes"].values.is_empty(),
+        "nothing kept of a table that large"
+    );
+    // At the limit, every route is compared.
+    let at = read::MAX_ROUTES;
+    let (a, b) = (section(&table(at, 1)), section(&table(at, 2)));
+    assert_eq!(diff(&a, &b, 1).len(), at);
 }

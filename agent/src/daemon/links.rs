@@ -50,3 +50,77 @@ pub fn watch(wake: Wake) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         tracing::warn!("netlink link events ended; interfaces are re-read every interval only");
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ip(args: &str) {
+        let ok = Command::new("ip")
+            .args(args.split_whitespace())
+            .status()
+            .expect("run ip");
+        assert!(ok.success(), "ip {args} failed");
+    }
+
+    /// Lets a burst of events arrive, then forgets that they woke anyone.
+    async fn drain(wake: &Wake) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for n in [&wake.config, &wake.links] {
+            let _ = tokio::time::timeout(Duration::from_millis(1), n.notified()).await;
+        }
+    }
+
+    /// Waits for `n` to be notified, at most a second.
+    async fn woken(n: &Notify) -> bool {
+        tokio::time::timeout(Duration::from_secs(1), n.notified())
+            .await
+            .is_ok()
+    }
+
+    #[test]
+    fn address_and_route_events_wake_the_timeline_and_link_events_both() {
+        if !crate::testing::root_or_skip("for a network namespace") {
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                ip("link add nl0 type veth peer name nl1");
+                ip("link set nl0 up");
+                let wake = Wake {
+                    links: Arc::new(Notify::new()),
+                    config: Arc::new(Notify::new()),
+                };
+                let task = watch(wake.clone()).expect("subscribe");
+                drain(&wake).await;
+                ip("addr add 10.66.0.1/24 dev nl0");
+                assert!(woken(&wake.config).await, "an address added woke nothing");
+                assert!(!woken(&wake.links).await, "an address is not a link event");
+                drain(&wake).await;
+                ip("route add 10.67.0.0/16 via 10.66.0.2 dev nl0");
+                assert!(woken(&wake.config).await, "a route added woke nothing");
+                drain(&wake).await;
+                ip("link set nl0 mtu 1400");
+                assert!(
+                    woken(&wake.links).await,
+                    "a link change did not wake the links"
+                );
+                assert!(
+                    woken(&wake.config).await,
+                    "a link change did not wake the timeline"
+                );
+                task.abort();
+            });
+        })
+        .join()
+        .expect("the namespace's thread failed");
+    }
+}

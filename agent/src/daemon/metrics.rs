@@ -68,8 +68,9 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_bpf_map_fill_ratio", "Entries in a BPF map over its capacity.", GAUGE, &["map"]),
     ("netdoctor_flow_table_capacity", "Flows the flow table holds (--max-flows).", GAUGE, &[]),
     ("netdoctor_flow_table_evictions_total", "Flows the full flow table evicted (their figures restarted from zero).", COUNTER, &[]),
-    ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
-    ("netdoctor_bpf_run_count_total", "Runs of the program (needs kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
+    ("netdoctor_bpf_stats_enabled", "Whether the kernel's BPF statistics are on (kernel.bpf_stats_enabled): the programs' run figures are exported only while they are.", GAUGE, &[]),
+    ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program since it loaded, while its BPF statistics were on (exported only while kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
+    ("netdoctor_bpf_run_count_total", "Runs of the program since it loaded, while the kernel's BPF statistics were on (exported only while kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_last_evaluation_timestamp_seconds", "When the last evaluation finished.", GAUGE, &[]),
     ("netdoctor_store_healthy", "1 while the history database takes writes, 0 while they fail (a full file system).", GAUGE, &[]),
     ("netdoctor_store_errors_total", "Operations of the monitor on the history database that failed (writes, mostly).", COUNTER, &[]),
@@ -394,6 +395,9 @@ fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
             &[],
             h.flow_table.evictions as f64,
         );
+    }
+    if let Some(on) = h.bpf_stats_enabled {
+        out.put("netdoctor_bpf_stats_enabled", &[], f64::from(u8::from(on)));
     }
     for (program, (runs, ns)) in &h.program_stats {
         out.put("netdoctor_bpf_run_count_total", &[program], *runs as f64);

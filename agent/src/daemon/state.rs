@@ -149,7 +149,10 @@ pub struct Health {
     pub map_fill: BTreeMap<String, f64>,
     /// The flow table's size, entries and evictions since load.
     pub flow_table: crate::kernel::packet::flow_table::FlowTableUse,
-    /// Per program: (run count, run time ns).
+    /// Whether the kernel's BPF statistics are on (`kernel.bpf_stats_enabled`; `None`:
+    /// unreadable).
+    pub bpf_stats_enabled: Option<bool>,
+    /// Per loaded program: (run count, run time ns); empty unless the statistics are on.
     pub program_stats: BTreeMap<String, (u64, u64)>,
     /// Every BPF program netdoctor has, and whether it loaded on this kernel.
     pub programs_loaded: BTreeMap<String, bool>,

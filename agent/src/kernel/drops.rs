@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use serde::Serialize;
 
@@ -150,6 +150,11 @@ impl<'obj> DropProbe<'obj> {
             .collect();
         out.sort_by(|a, b| b.packets.cmp(&a.packets).then(a.reason.cmp(&b.reason)));
         Ok(out)
+    }
+
+    /// Kernel statistics of the drop program ([`crate::kernel::prog_stats`]).
+    pub fn program_stats(&self) -> Vec<crate::kernel::prog_stats::ProgramRuns> {
+        crate::kernel::prog_stats::of_object(self.skel.object())
     }
 
     /// Drops that found the table full and were only counted here.

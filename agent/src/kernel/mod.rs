@@ -5,7 +5,8 @@
 //! - [`packet`]: the packet data plane on XDP/tc: per-interface counters, flows, tunnel
 //!   traffic on underlays, ICMP too-big reports;
 //! - [`sockets`]: per-connection TCP telemetry (iter/tcp, tp_btf);
-//! - [`drops`]: packets the kernel drops, by reason.
+//! - [`drops`]: packets the kernel drops, by reason;
+//! - [`prog_stats`]: what those programs cost, from the kernel's BPF statistics.
 //!
 //! Nothing here knows about facts or rules: this layer counts, the next one interprets.
 
@@ -18,6 +19,7 @@ mod error;
 pub(crate) mod features;
 pub(crate) mod netns;
 pub mod packet;
+pub mod prog_stats;
 pub mod sockets;
 mod tc_filters;
 pub mod views;

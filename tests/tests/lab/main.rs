@@ -20,6 +20,7 @@ mod agent_lifecycle;
 mod agent_load;
 mod agent_origin;
 mod agent_systemd;
+mod bpf_cost_metric;
 mod cli;
 mod connection_limits;
 mod container_image;

@@ -7,6 +7,7 @@ use crate::daemon::state::{DropView, FlowView, LimitTotals, Rates, SocketView};
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::kernel::packet;
+use crate::kernel::prog_stats::{self, ProgramRuns};
 use crate::kernel::sockets::rates::SocketRow;
 
 use super::{now_ms, Monitor};
@@ -33,11 +34,21 @@ impl Monitor<'_> {
         let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
         // The snapshot read the table: its entries are the table's fill.
         let table = dp_now.flow_table;
-        let program_stats = self
-            .dp
-            .as_ref()
-            .map(|dp| dp.program_stats())
-            .unwrap_or_default();
+        // The kernel counts runs only while its statistics are on: read the switch, never
+        // turn it (prog_stats).
+        let stats_on = prog_stats::stats_enabled();
+        let program_stats: Vec<ProgramRuns> = if stats_on == Some(true) {
+            let dp = self.dp.as_ref().map(|dp| dp.program_stats());
+            let sockets = self.sockets.as_ref().map(|s| s.program_stats());
+            let drops = self.drops.as_ref().map(|d| d.program_stats());
+            [dp, sockets, drops]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect()
+        } else {
+            Vec::new()
+        };
 
         let mut view = self.shared.view_mut();
         for (idx, counters) in &dp_now.counters {
@@ -141,9 +152,10 @@ impl Monitor<'_> {
             },
         )]);
         view.health.flow_table = table;
+        view.health.bpf_stats_enabled = stats_on;
         view.health.program_stats = program_stats
             .into_iter()
-            .map(|(n, runs, ns)| (n.to_owned(), (runs, ns)))
+            .map(|p| (p.name, (p.runs, p.run_ns)))
             .collect();
         view.health.last_evaluation_ms = now_ms();
     }

@@ -3,8 +3,8 @@
 //! was counted at one moment, whose difference to an earlier one is a window.
 
 use std::collections::HashMap;
-use std::os::fd::AsFd;
 
+use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::counters::IfaceCounters;
@@ -12,10 +12,10 @@ use super::dataplane::Dataplane;
 use super::flow_cache;
 use super::flow_table::{self, FlowTableUse};
 use super::flows::Flow;
-use super::options::ProgramKind;
 use super::too_big::TooBig;
 use super::wg_path::{self, WgHandshake, WgSession};
 use crate::kernel::error::{Error, Result};
+use crate::kernel::prog_stats::{self, ProgramRuns};
 use crate::kernel::views::{
     decode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
 };
@@ -109,21 +109,10 @@ impl Dataplane<'_> {
             .map_or(0, |i| i.info.max_entries as usize)
     }
 
-    /// Kernel statistics of the loaded programs: (name, run count, run time in ns). Zero
-    /// unless `kernel.bpf_stats_enabled` is set.
-    pub fn program_stats(&self) -> Vec<(&'static str, u64, u64)> {
-        [
-            ("nd_xdp_ingress", ProgramKind::XdpIngress),
-            ("nd_tc_ingress", ProgramKind::TcIngress),
-            ("nd_tc_egress", ProgramKind::TcEgress),
-        ]
-        .into_iter()
-        .filter(|&(_, kind)| self.loaded(kind))
-        .map(|(name, kind)| {
-            let (runs, ns) = run_stats(self.program(kind).as_fd()).unwrap_or_default();
-            (name, runs, ns)
-        })
-        .collect()
+    /// Kernel statistics of the loaded packet programs ([`prog_stats`]): counted only
+    /// while the kernel's BPF statistics are on.
+    pub fn program_stats(&self) -> Vec<ProgramRuns> {
+        prog_stats::of_object(self.skel.object())
     }
 
     /// Every ICMP too-big report in the table.
@@ -208,17 +197,6 @@ impl Snapshot {
     pub fn counters(&self, index: u32) -> IfaceCounters {
         self.counters.get(&index).cloned().unwrap_or_default()
     }
-}
-
-/// A program's (run count, run time in ns) from the kernel.
-fn run_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
-    use std::os::fd::AsRawFd;
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: `info` is a writable bpf_prog_info of `len` bytes and the kernel writes at
-    // most `len` bytes into it; `fd` is a live program descriptor for the call's duration.
-    let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
-    (ret == 0).then_some((info.run_cnt, info.run_time_ns))
 }
 
 /// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile:

@@ -14,7 +14,7 @@ use std::io::Read;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, OpenObject, RingBuffer, RingBufferBuilder};
 
 pub use socket::{Chrono, Clock, ClosedSocket, RetransStats, Socket};
@@ -273,6 +273,11 @@ impl<'obj> SocketProbes<'obj> {
         Ok(std::mem::take(
             &mut *self.closed.lock().unwrap_or_else(PoisonError::into_inner),
         ))
+    }
+
+    /// Kernel statistics of the socket programs ([`crate::kernel::prog_stats`]).
+    pub fn program_stats(&self) -> Vec<crate::kernel::prog_stats::ProgramRuns> {
+        crate::kernel::prog_stats::of_object(self.skel.object())
     }
 
     /// Close events lost because the ring buffer was full.

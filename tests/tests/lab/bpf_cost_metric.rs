@@ -1,0 +1,148 @@
+//! The agent's own cost on `/metrics` (issue 34): each program it loaded reports runs and
+//! run time from the kernel's BPF statistics while `kernel.bpf_stats_enabled` reads 1, and
+//! nothing of them while it reads 0 (the agent never switches the statistics on itself).
+//!
+//! The real agent in one end of a veth pair, pings from the other. Both tests set the
+//! host-wide sysctl and restore what it was, so they hold one lock (tests of this binary
+//! run in threads of one process).
+//!
+//! Needs root and BPF; skips elsewhere, fails under CI=true.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::agent::{find_metric, parse_metrics, Agent};
+use netdoctor_lab::wait::eventually;
+use netdoctor_lab::{lab_guard, PairTopology};
+
+const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
+/// The program that counts what `eth0` receives.
+const INGRESS: &str = "nd_tc_ingress";
+/// How long the agent (1 s evaluations) may take to publish on a busy machine.
+const SETTLE: Duration = Duration::from_secs(15);
+
+static SWITCH: Mutex<()> = Mutex::new(());
+
+/// The sysctl set to a value for as long as this lives, then restored.
+struct StatsSysctl {
+    was: String,
+}
+
+impl StatsSysctl {
+    fn set(value: &str) -> Result<StatsSysctl> {
+        let was = std::fs::read_to_string(SYSCTL).context(SYSCTL)?;
+        std::fs::write(SYSCTL, value).with_context(|| format!("writing {value} to {SYSCTL}"))?;
+        Ok(StatsSysctl {
+            was: was.trim().to_owned(),
+        })
+    }
+}
+
+impl Drop for StatsSysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(SYSCTL, &self.was) {
+            eprintln!("restoring {SYSCTL} to {}: {e}", self.was);
+        }
+    }
+}
+
+/// `netdoctor_bpf_run_count_total{program}` and the run time, if exported.
+fn runs(text: &str, program: &str) -> Result<Option<(f64, f64)>> {
+    let samples = parse_metrics(text)?;
+    let one = |name| {
+        find_metric(&samples, name, &[("program", program)])
+            .first()
+            .map(|s| s.value)
+    };
+    Ok(one("netdoctor_bpf_run_count_total").zip(one("netdoctor_bpf_run_time_seconds_total")))
+}
+
+fn stats_gauge(text: &str) -> Result<Option<f64>> {
+    let samples = parse_metrics(text)?;
+    Ok(find_metric(&samples, "netdoctor_bpf_stats_enabled", &[])
+        .first()
+        .map(|s| s.value))
+}
+
+fn ping(pair: &PairTopology) -> Result<()> {
+    pair.b
+        .run(&["ping", "-c", "20", "-i", "0.05", "-q", PairTopology::A_IP])?;
+    Ok(())
+}
+
+#[test]
+fn with_bpf_stats_on_each_program_reports_runs_that_grow() -> Result<()> {
+    lab_guard!();
+    let _switch = SWITCH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pair = PairTopology::new(1500)?;
+    let _on = StatsSysctl::set("1")?;
+    let agent = Agent::start(&pair.a, &["--interval", "1s", "--no-probe"])?;
+    ping(&pair)?;
+    let first = eventually(SETTLE, || {
+        let r = runs(&agent.metrics()?, INGRESS)?;
+        ensure!(
+            r.is_some_and(|(n, t)| n >= 20.0 && t > 0.0),
+            "{INGRESS}: no runs of the pings on /metrics: {r:?}"
+        );
+        Ok(r.unwrap_or_default())
+    })?;
+    ping(&pair)?;
+    eventually(SETTLE, || {
+        let r = runs(&agent.metrics()?, INGRESS)?.unwrap_or_default();
+        ensure!(
+            r.0 >= first.0 + 20.0 && r.1 > first.1,
+            "{INGRESS}: runs did not grow with 20 more pings: {first:?} then {r:?}"
+        );
+        Ok(())
+    })?;
+    // Every program the agent loaded has its series, the socket and drop programs too.
+    let m = agent.metrics()?;
+    for program in ["nd_tc_egress", "nd_kfree_skb"] {
+        ensure!(runs(&m, program)?.is_some(), "no run series for {program}");
+    }
+    ensure!(
+        stats_gauge(&m)? == Some(1.0),
+        "netdoctor_bpf_stats_enabled is not 1"
+    );
+    Ok(())
+}
+
+#[test]
+fn with_bpf_stats_off_no_run_figures_are_exported() -> Result<()> {
+    lab_guard!();
+    let _switch = SWITCH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pair = PairTopology::new(1500)?;
+    let _off = StatsSysctl::set("0")?;
+    let agent = Agent::start(&pair.a, &["--interval", "1s", "--no-probe"])?;
+    ping(&pair)?;
+    // Two evaluations after the traffic.
+    eventually(SETTLE, || {
+        let m = agent.metrics()?;
+        ensure!(
+            m.contains("netdoctor_flow_table_capacity "),
+            "no evaluation published yet"
+        );
+        Ok(())
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let m = agent.metrics()?;
+    ensure!(
+        !m.contains("netdoctor_bpf_run_count_total{")
+            && !m.contains("netdoctor_bpf_run_time_seconds_total{"),
+        "run figures exported with the statistics off:\n{}",
+        m.lines()
+            .filter(|l| l.starts_with("netdoctor_bpf_run"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    ensure!(
+        stats_gauge(&m)? == Some(0.0),
+        "netdoctor_bpf_stats_enabled is not 0"
+    );
+    Ok(())
+}

@@ -135,8 +135,28 @@ pub(crate) fn addr(family: u8, raw: &[u8; 16]) -> IpAddr {
 /// Converts a CLOCK_MONOTONIC timestamp (what BPF records) to milliseconds since the UNIX
 /// epoch.
 pub(crate) fn monotonic_to_unix_ms(mono_ns: u64) -> u64 {
-    let (now_mono, now_unix) = clocks_now();
-    now_unix.saturating_sub(now_mono.saturating_sub(mono_ns)) / 1_000_000
+    Clocks::now().unix_ms(mono_ns)
+}
+
+/// CLOCK_MONOTONIC and the UNIX time read together once ([`clocks_now`]), to convert every
+/// timestamp of one reading alike and without reading the clocks again for each.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clocks {
+    mono: u64,
+    unix: u64,
+}
+
+impl Clocks {
+    /// The clocks now.
+    pub(crate) fn now() -> Clocks {
+        let (mono, unix) = clocks_now();
+        Clocks { mono, unix }
+    }
+
+    /// A CLOCK_MONOTONIC timestamp in milliseconds since the UNIX epoch.
+    pub(crate) fn unix_ms(&self, mono_ns: u64) -> u64 {
+        self.unix.saturating_sub(self.mono.saturating_sub(mono_ns)) / 1_000_000
+    }
 }
 
 /// CLOCK_MONOTONIC and the UNIX time, in ns, read as close together as this thread can: a

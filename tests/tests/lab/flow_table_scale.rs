@@ -5,7 +5,8 @@
 //! - the table's kernel memory (`memlock` of the map's fdinfo, the kernel's own accounting);
 //! - the time to read the table as the agent does each interval (`Dataplane::flows_and_table`,
 //!   median of 3) and this process's resident memory before and after (VmRSS, VmHWM): the
-//!   agent holds the same reading;
+//!   agent holds the same reading; and the CPU time of a read (this thread's, median of 3)
+//!   as a share of a core at the agent's default 10 s interval;
 //! - per packet, as the kernel times test runs: a packet of a cached flow (the steady state),
 //!   a packet of a flow spread over the whole table (its cache slot taken by another flow:
 //!   the table lookup, over a table that big), and a packet of a new flow into the full table
@@ -63,6 +64,12 @@ fn memlock(fd: i32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this thread has used, ms (the read runs on it alone).
+fn thread_cpu_ms() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6)
+}
+
 /// Mean ns per packet over single test runs of `frames`.
 fn ns_per_packet(dp: &Dataplane<'_>, frames: impl Iterator<Item = Vec<u8>>) -> Result<f64> {
     let fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
@@ -97,14 +104,18 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
     let fill_s = fill.elapsed().as_secs_f64();
     let rss_before = status_kb("VmRSS:");
     let mut reads = Vec::new();
+    let mut cpu = Vec::new();
     let mut last = None;
     for _ in 0..3 {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu_ms());
         let (all, use_) = dp.flows_and_table()?;
         reads.push(t.elapsed().as_secs_f64() * 1e3);
         last = Some((all.len(), use_));
+        drop(all);
+        cpu.push(thread_cpu_ms() - c);
     }
     reads.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
     let (read_flows, use_) = last.context("a reading")?;
     let (rss_after, hwm) = (status_kb("VmRSS:"), status_kb("VmHWM:"));
 
@@ -120,7 +131,7 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
     let (_, after) = dp.flows_and_table()?;
     println!(
         "{flows:>8} flows: table {:.1} MiB (memlock) | filled in {fill_s:.1} s | {} entries, {read_flows} flows read | \
-         read {:.1} ms (median of 3: {:.1}/{:.1}/{:.1}) | RSS {:.1} -> {:.1} MB (peak {:.1}) | \
+         read {:.1} ms (median of 3: {:.1}/{:.1}/{:.1}) | CPU {:.1} ms a read, {:.2} % of a core at a 10 s interval | RSS {:.1} -> {:.1} MB (peak {:.1}) | \
          ns/packet: cached flow {hit:.0}, table lookup {spread:.0}, new flow evicting {new:.0} | \
          evictions {} after 10,000 new flows",
         memlock(table.as_fd().as_raw_fd()) as f64 / (1 << 20) as f64,
@@ -129,6 +140,8 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
         reads[0],
         reads[1],
         reads[2],
+        cpu[1],
+        cpu[1] / 10_000.0 * 100.0,
         rss_before as f64 / 1024.0,
         rss_after as f64 / 1024.0,
         hwm as f64 / 1024.0,

@@ -17,9 +17,12 @@
 //! the two copies, counts may have left a slot after the table was read and are missing
 //! from this read; the whole read is then repeated (a retirement is rare: it needs a new
 //! flow in the slot of a flow idle for a few ticks). After `ATTEMPTS` the last read is
-//! used: it can miss such counts, and the next read has them.
+//! used without the slots that moved: it can miss such counts, and the next read has them.
+//!
+//! The table is streamed, not held: each entry is converted as its batch arrives, except
+//! the few whose flow a slot of the first copy holds, which wait for the second copy.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use libbpf_rs::MapCore;
 
@@ -106,30 +109,107 @@ fn settled(before: &[SlotCopy], after: &[SlotCopy]) -> bool {
     })
 }
 
-/// Every flow: the table's entries (read by `read_table`) plus the cached slots.
-pub(crate) fn merged_flows(
+/// The slots of the second copy that held the same generation in the first: a slot that
+/// moved may have handed its counts to the table during the read, so it is left out of
+/// this read (the next has its counts) rather than counted twice.
+fn unmoved<'a>(
+    before: &'a [SlotCopy],
+    after: &'a [SlotCopy],
+) -> impl Iterator<Item = &'a nd_flow_slot> {
+    before.iter().zip(after).filter_map(|(b, a)| match (b, a) {
+        (Some(b), Some(a)) if b.gen_begin == a.gen_begin => Some(a),
+        _ => None,
+    })
+}
+
+/// The keys the used slots of one copy hold: the few table entries that need a slot added.
+/// A bit per hash of the key answers "no" for almost every entry without a hash-set
+/// lookup (a million entries against at most `SLOTS_PER_CPU` slots per CPU).
+struct CachedKeys<'a> {
+    keys: HashSet<&'a [u8]>,
+    bits: Vec<u64>,
+}
+
+/// Bits of the `CachedKeys` filter: 64 per slot of a 1,024-slot CPU, ~3 % false hits.
+const FILTER_BITS: usize = 1 << 16;
+
+impl<'a> CachedKeys<'a> {
+    fn new(slots: impl Iterator<Item = &'a nd_flow_slot>) -> Self {
+        let mut out = CachedKeys {
+            keys: HashSet::new(),
+            bits: vec![0; FILTER_BITS / 64],
+        };
+        for s in slots.filter(|s| s.used != 0) {
+            let bytes = encode(&s.key);
+            let bit = quick_hash(bytes) % FILTER_BITS;
+            out.bits[bit / 64] |= 1 << (bit % 64);
+            out.keys.insert(bytes);
+        }
+        out
+    }
+
+    fn contains(&self, key: &nd_flow_key) -> bool {
+        let bytes = encode(key);
+        let bit = quick_hash(bytes) % FILTER_BITS;
+        self.bits[bit / 64] & (1 << (bit % 64)) != 0 && self.keys.contains(bytes)
+    }
+}
+
+/// A cheap hash of a key's bytes (a multiply-rotate over its words), for `CachedKeys`.
+fn quick_hash(bytes: &[u8]) -> usize {
+    let mut h: u64 = 0;
+    for w in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..w.len()].copy_from_slice(w);
+        h = (h.rotate_left(5) ^ u64::from_ne_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    (h >> 32) as usize
+}
+
+/// Every flow, converted by `convert` as the table streams by: the table's entries (each
+/// handed to the callback `read_table` is given) plus the cached slots. Only the entries
+/// whose flow holds a slot are kept as they are until the slots' second copy is taken;
+/// every other entry is converted at once, so the table is never held twice. `hint`: the
+/// entries expected (the output's capacity). Returns the flows and the table's entries.
+pub(crate) fn merged_flows<T>(
     view: &SlotView,
-    read_table: impl Fn() -> Result<Vec<(nd_flow_key, nd_flow_stats)>>,
-) -> Result<Vec<(nd_flow_key, nd_flow_stats)>> {
+    hint: usize,
+    read_table: impl Fn(&mut dyn FnMut(&nd_flow_key, &nd_flow_stats)) -> Result<()>,
+    convert: impl Fn(&nd_flow_key, &nd_flow_stats) -> T,
+) -> Result<(Vec<T>, u64)> {
     let mut attempt = 1;
     loop {
         let before = view.copy_all();
-        let table = read_table()?;
-        let after = view.copy_all();
-        if attempt == ATTEMPTS || settled(&before, &after) {
-            if attempt > 1 {
-                tracing::debug!(attempt, "flow cache read raced with retirements");
+        let cached = CachedKeys::new(before.iter().flatten());
+        let mut out = Vec::with_capacity(hint + cached.keys.len());
+        let mut held = Vec::new();
+        let mut entries = 0u64;
+        read_table(&mut |k, v| {
+            entries += 1;
+            if cached.contains(k) {
+                held.push((*k, *v));
+            } else {
+                out.push(convert(k, v));
             }
-            return Ok(merge(table, after.iter().flatten()));
+        })?;
+        let after = view.copy_all();
+        let quiet = settled(&before, &after);
+        if attempt == ATTEMPTS || quiet {
+            if attempt > 1 {
+                tracing::debug!(attempt, quiet, "flow cache read raced with retirements");
+            }
+            // A slot that kept its generation holds the same flow in both copies.
+            let merged = merge(held, unmoved(&before, &after));
+            out.extend(merged.iter().map(|(k, v)| convert(k, v)));
+            return Ok((out, entries));
         }
         attempt += 1;
     }
 }
 
 /// Adds the used slots to the table's entries, in place (flows only in slots become
-/// records). The slots are few (at most `SLOTS_PER_CPU` per CPU) and the table up to
-/// millions of entries, so the slots are indexed, by their key's bytes, and the table is
-/// walked once: no copy of it, no allocation per entry.
+/// records). The slots are few (at most `SLOTS_PER_CPU` per CPU), so they are indexed by
+/// their key's bytes and the entries walked once.
 pub(crate) fn merge<'a>(
     mut table: Vec<(nd_flow_key, nd_flow_stats)>,
     slots: impl Iterator<Item = &'a nd_flow_slot>,
@@ -260,6 +340,42 @@ mod tests {
             (9, 900, 900, 1200)
         );
         assert_eq!((b.syn_mss, b.max_seg, b.tcp_flags), (0, 900, 0x10));
+    }
+
+    #[test]
+    fn only_slots_that_kept_their_generation_are_added() {
+        let kept = slot(key(1), 1, 1, 1);
+        let old = slot(key(2), 1, 1, 1);
+        let moved = nd_flow_slot {
+            gen_begin: 1,
+            gen_end: 1,
+            ..slot(key(3), 5, 2, 2)
+        };
+        let before = [Some(kept), Some(old), None];
+        let after = [Some(kept), Some(moved), Some(kept)];
+        let out: Vec<u16> = unmoved(&before, &after).map(|s| s.key.sport).collect();
+        assert_eq!(
+            out,
+            [1],
+            "a moved, torn or new slot waits for the next read"
+        );
+    }
+
+    #[test]
+    fn cached_keys_find_exactly_the_slots_flows() {
+        let slots: Vec<nd_flow_slot> = (0..2048).map(|p| slot(key(p), 1, 1, 1)).collect();
+        let unused = nd_flow_slot {
+            used: 0,
+            ..slot(key(60_000), 1, 1, 1)
+        };
+        let cached = CachedKeys::new(slots.iter().chain([&unused]));
+        assert!((0..2048).all(|p| cached.contains(&key(p))));
+        assert!((2048..60_001).all(|p| !cached.contains(&key(p))));
+        let other_iface = nd_flow_key {
+            ifindex: 4,
+            ..key(1)
+        };
+        assert!(!cached.contains(&other_iface));
     }
 
     #[test]

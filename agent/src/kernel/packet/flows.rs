@@ -5,9 +5,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::kernel::views::{
-    addr, monotonic_to_unix_ms, nd_flow_key, nd_flow_stats, Direction, Encap,
-};
+use crate::kernel::views::{addr, nd_flow_key, nd_flow_stats, Clocks, Direction, Encap};
 
 /// WireGuard messages seen on an underlay flow, by type.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -109,6 +107,11 @@ impl Flow {
     }
 
     pub(crate) fn from_raw(k: &nd_flow_key, v: &nd_flow_stats) -> Self {
+        Self::from_raw_at(k, v, &Clocks::now())
+    }
+
+    /// As [`Flow::from_raw`], with the clocks read once for a whole reading.
+    pub(crate) fn from_raw_at(k: &nd_flow_key, v: &nd_flow_stats, clocks: &Clocks) -> Self {
         Flow {
             ifindex: k.ifindex,
             direction: Direction::from_raw(k.dir),
@@ -120,8 +123,8 @@ impl Flow {
             packets: v.packets,
             segments: v.segs,
             bytes: v.bytes,
-            first_seen_ms: monotonic_to_unix_ms(v.first_ns),
-            last_seen_ms: monotonic_to_unix_ms(v.last_ns),
+            first_seen_ms: clocks.unix_ms(v.first_ns),
+            last_seen_ms: clocks.unix_ms(v.last_ns),
             tcp_flags: v.tcp_flags,
             syn_mss: (v.syn_mss != 0).then_some(v.syn_mss),
             max_segment: v.max_seg,

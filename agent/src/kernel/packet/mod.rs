@@ -23,6 +23,8 @@ mod limits;
 pub mod local_tcp;
 mod mapped;
 pub mod options;
+#[cfg(test)]
+mod read_memory;
 pub mod snapshot;
 pub mod too_big;
 pub mod tunnel_traffic;

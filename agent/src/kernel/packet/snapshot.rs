@@ -17,7 +17,7 @@ use super::wg_path::{self, WgHandshake, WgSession};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::prog_stats::{self, ProgramRuns};
 use crate::kernel::views::{
-    decode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats,
+    decode, nd_flow_key, nd_flow_stats, nd_iface_dir, nd_ptb_key, nd_ptb_stats, Clocks,
 };
 
 impl Dataplane<'_> {
@@ -52,19 +52,19 @@ impl Dataplane<'_> {
     pub fn flows_and_table(&self) -> Result<(Vec<Flow>, FlowTableUse)> {
         // The insert count first: see flow_table's notes.
         let inserts = flow_table::inserts(&self.skel.maps.flow_inserts)?;
-        let entries = std::cell::Cell::new(0u64);
-        let merged = flow_cache::merged_flows(&self.flow_cache, || {
-            let table = read_all::<nd_flow_key, nd_flow_stats, _>(
-                &self.skel.maps.flows,
-                "flows",
-                |k, v| (*k, *v),
-            )?;
-            entries.set(table.len() as u64);
-            Ok(table)
-        })?;
-        let flows = merged.iter().map(|(k, v)| Flow::from_raw(k, v)).collect();
         let capacity = self.flow_table_capacity() as u64;
-        let table = flow_table::table_use(&self.evictions_seen, capacity, inserts, entries.get());
+        // The table holds at most what was ever inserted, and at most its capacity.
+        let hint = usize::try_from(inserts.min(capacity)).unwrap_or(0);
+        let clocks = Clocks::now();
+        let (flows, entries) = flow_cache::merged_flows(
+            &self.flow_cache,
+            hint,
+            |entry| {
+                for_each_entry::<nd_flow_key, nd_flow_stats>(&self.skel.maps.flows, "flows", entry)
+            },
+            |k, v| Flow::from_raw_at(k, v, &clocks),
+        )?;
+        let table = flow_table::table_use(&self.evictions_seen, capacity, inserts, entries);
         Ok((flows, table))
     }
 
@@ -199,10 +199,8 @@ impl Snapshot {
     }
 }
 
-/// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile:
-/// in batches of [`BATCH`] entries per system call where the kernel supports it (Linux
-/// 5.6), else one key at a time (two system calls per entry). Each entry is converted as it
-/// arrives, so a table of a million flows is held once, converted, and never as raw bytes.
+/// Reads every entry of a hash map, tolerating entries that vanish (LRU eviction) meanwhile,
+/// converted by `convert` (see [`for_each_entry`]).
 fn read_all<K, V, T>(
     map: &impl MapCore,
     name: &'static str,
@@ -212,29 +210,48 @@ where
     K: plain::Plain + Default,
     V: plain::Plain + Default,
 {
-    let err = |source| Error::Map { map: name, source };
     let mut out = Vec::new();
-    let push = |out: &mut Vec<T>, k: &[u8], v: &[u8]| {
+    for_each_entry::<K, V>(map, name, &mut |k, v| out.push(convert(k, v)))?;
+    Ok(out)
+}
+
+/// Hands every entry of a hash map to `entry` as it arrives, tolerating entries that vanish
+/// (LRU eviction) meanwhile: in batches of [`BATCH`] entries per system call where the
+/// kernel supports it (Linux 5.6), else one key at a time (two system calls per entry).
+/// Nothing of the map is held beyond one batch.
+fn for_each_entry<K, V>(
+    map: &impl MapCore,
+    name: &'static str,
+    entry: &mut dyn FnMut(&K, &V),
+) -> Result<()>
+where
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    let err = |source| Error::Map { map: name, source };
+    let seen = std::cell::Cell::new(0u64);
+    let mut push = |k: &[u8], v: &[u8]| {
         if let (Some(k), Some(v)) = (decode::<K>(k), decode::<V>(v)) {
-            out.push(convert(&k, &v));
+            seen.set(seen.get() + 1);
+            entry(&k, &v);
         }
     };
-    match read_batched(map, &mut |k, v| push(&mut out, k, v)) {
-        Ok(()) => {}
+    match read_batched(map, &mut push) {
+        Ok(()) => Ok(()),
         // EINVAL: a kernel before batch operations; ENOTSUPP (524, the kernel's own): a map
-        // type without them. Read again one key at a time, from the start.
+        // type without them. Refused at the first batch, before any entry: read one key at
+        // a time instead.
         Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINVAL | libc::EOPNOTSUPP | 524)
-            ) =>
+            if seen.get() == 0
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL | libc::EOPNOTSUPP | 524)
+                ) =>
         {
-            out.clear();
-            read_one_by_one(map, &mut |k, v| push(&mut out, k, v)).map_err(err)?
+            read_one_by_one(map, &mut push).map_err(err)
         }
-        Err(e) => return Err(err(libbpf_rs::Error::from(e))),
+        Err(e) => Err(err(libbpf_rs::Error::from(e))),
     }
-    Ok(out)
 }
 
 /// Entries per batch: a hash map's batch must hold its fullest bucket, which 4,096 does

@@ -3,7 +3,8 @@
 //! ([`maps`]), the programs on an interface's hooks ([`query`]), the empty programs the
 //! measurements take as their floor, run-time statistics, program info, and links made
 //! directly on program descriptors, for programs that are not netdoctor's own loader's
-//! (the floor, compiled variants of packet.bpf.c).
+//! (the floor, compiled variants of packet.bpf.c); and `kernel.bpf_stats_enabled` set for a
+//! test ([`sysctl`]).
 //!
 //! Everything works on descriptors, ids and ifindexes, so none of it depends on netdoctor's
 //! crate.
@@ -19,6 +20,7 @@ use libbpf_rs::OpenObject;
 
 pub mod maps;
 pub mod query;
+pub mod sysctl;
 pub mod test_run;
 
 /// Generated skeleton of `tests/bpf/floor.bpf.c` (built by `tests/build.rs`): empty

@@ -3,49 +3,23 @@
 //! nothing of them while it reads 0 (the agent never switches the statistics on itself).
 //!
 //! The real agent in one end of a veth pair, pings from the other. Both tests set the
-//! host-wide sysctl and restore what it was, so they hold one lock (tests of this binary
-//! run in threads of one process).
+//! host-wide sysctl and restore what it was, taking turns with every test that sets it
+//! ([`StatsSysctl`]).
 //!
 //! Needs root and BPF; skips elsewhere, fails under CI=true.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{find_metric, parse_metrics, Agent};
+use netdoctor_lab::bpf::sysctl::StatsSysctl;
 use netdoctor_lab::wait::eventually;
 use netdoctor_lab::{lab_guard, PairTopology};
 
-const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 /// The program that counts what `eth0` receives.
 const INGRESS: &str = "nd_tc_ingress";
 /// How long the agent (1 s evaluations) may take to publish on a busy machine.
 const SETTLE: Duration = Duration::from_secs(15);
-
-static SWITCH: Mutex<()> = Mutex::new(());
-
-/// The sysctl set to a value for as long as this lives, then restored.
-struct StatsSysctl {
-    was: String,
-}
-
-impl StatsSysctl {
-    fn set(value: &str) -> Result<StatsSysctl> {
-        let was = std::fs::read_to_string(SYSCTL).context(SYSCTL)?;
-        std::fs::write(SYSCTL, value).with_context(|| format!("writing {value} to {SYSCTL}"))?;
-        Ok(StatsSysctl {
-            was: was.trim().to_owned(),
-        })
-    }
-}
-
-impl Drop for StatsSysctl {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(SYSCTL, &self.was) {
-            eprintln!("restoring {SYSCTL} to {}: {e}", self.was);
-        }
-    }
-}
 
 /// `netdoctor_bpf_run_count_total{program}` and the run time, if exported.
 fn runs(text: &str, program: &str) -> Result<Option<(f64, f64)>> {
@@ -74,11 +48,8 @@ fn ping(pair: &PairTopology) -> Result<()> {
 #[test]
 fn with_bpf_stats_on_each_program_reports_runs_that_grow() -> Result<()> {
     lab_guard!();
-    let _switch = SWITCH
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pair = PairTopology::new(1500)?;
-    let _on = StatsSysctl::set("1")?;
+    let _on = StatsSysctl::set(true)?;
     let agent = Agent::start(&pair.a, &["--interval", "1s", "--no-probe"])?;
     ping(&pair)?;
     let first = eventually(SETTLE, || {
@@ -113,11 +84,8 @@ fn with_bpf_stats_on_each_program_reports_runs_that_grow() -> Result<()> {
 #[test]
 fn with_bpf_stats_off_no_run_figures_are_exported() -> Result<()> {
     lab_guard!();
-    let _switch = SWITCH
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pair = PairTopology::new(1500)?;
-    let _off = StatsSysctl::set("0")?;
+    let _off = StatsSysctl::set(false)?;
     let agent = Agent::start(&pair.a, &["--interval", "1s", "--no-probe"])?;
     ping(&pair)?;
     // Two evaluations after the traffic.

@@ -5,7 +5,8 @@
 //! Scenario: two namespaces over a veth underlay (MTU 1500) joined by a wireguard-go
 //! tunnel whose MTU 1480 ignores WireGuard's 60-byte overhead (finding
 //! `mtu.tunnel_exceeds_underlay`), cubic iperf3 traffic through the tunnel, UDP to a closed
-//! port (kernel drops with a reason), the agent and Prometheus in namespace `a`.
+//! port (kernel drops with a reason), the agent and Prometheus in namespace `a`, and the
+//! kernel's BPF statistics on (`kernel.bpf_stats_enabled`, restored after).
 //!
 //! Prometheus, the HTTP queries and the browser must run in namespace `a`, where the agent
 //! listens on loopback: the test thread enters it once the lab is built (`setns` affects
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::Agent;
+use netdoctor_lab::bpf::sysctl::StatsSysctl;
 use netdoctor_lab::dashboard::{self, enter, repo_root, require_browser_or_skip};
 use netdoctor_lab::grafana::{Dashboard, Substitutions};
 use netdoctor_lab::prometheus::{self, Prometheus, PrometheusConfig, ScrapeJob};
@@ -81,6 +83,9 @@ fn prometheus_grafana_and_the_dashboard_see_the_lab() -> Result<()> {
     let mut lab = lab()?;
     let wg = lab.tunnel.a.ifname().to_owned();
     let veth = PairTopology::IFNAME;
+    // The BPF run-time panel has series only while the kernel's statistics are on: the agent
+    // exports no run figures otherwise.
+    let _stats = StatsSysctl::set(true)?;
     let agent = Agent::start(
         &lab.pair.a,
         &["--interval", "1s", "--probe-interval", "20s"],

@@ -14,7 +14,6 @@ mod rules_eval;
 mod run;
 mod shutdown;
 mod table;
-mod units;
 mod wireguard;
 
 pub use run::main;

@@ -108,6 +108,7 @@ fn check_size(ast: &IdedExpr) -> Result<(), String> {
 pub fn context(facts: &serde_json::Value) -> Result<Context<'static, 'static>, String> {
     let mut ctx = Context::default();
     budget::declare(&mut ctx)?;
+    super::units::cel::declare(&mut ctx)?;
     if let Some(obj) = facts.as_object() {
         for (name, value) in obj {
             ctx.add_variable(name.clone(), to_cel(value)?)

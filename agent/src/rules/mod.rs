@@ -18,6 +18,7 @@ mod reference;
 mod rule;
 mod ruleset;
 mod template;
+pub mod units;
 
 /// Stack size of every thread that parses or evaluates rules: the agent's monitor, the
 /// thread a diagnosis the API runs on, and `rules check`. Set explicitly (it is also Rust's

@@ -53,7 +53,7 @@ fn a_relayed_peer_with_traffic_is_reported_with_both_sides_evidence() {
     );
     assert!(
         r.summary
-            .contains("84000000 bytes over TCP with the DERP server 10.200.3.2:443"),
+            .contains("80.1 MiB over TCP with the DERP server 10.200.3.2:443"),
         "{}",
         r.summary
     );
@@ -152,7 +152,7 @@ fn tailscales_default_mtu_is_a_trade_off_stated_as_info() {
         "a trade-off, not a fault",
         "160 bytes less (12 % more packets",
         "without path-MTU discovery",
-        "did not pay much for it: 12 full-size segments (1 % of one direction's) in 4 s",
+        "did not pay much for it: 12 full-size segments (1.0 % of one direction's) in 4 s",
     ] {
         assert!(f.summary.contains(words), "{words:?} not in {}", f.summary);
     }
@@ -182,8 +182,8 @@ fn traffic_that_pays_for_1280_on_a_path_that_fits_more_is_warned() {
     assert_eq!(w.severity, Severity::Warning);
     assert!(
         w.summary.contains(
-            "the traffic pays for tailscaled's default: 40000 full-size segments \
-             (95 % of one direction's) in 4 s, over a path probed at 1500 bytes"
+            "the traffic pays for tailscaled's default: 40,000 full-size segments \
+             (95.0 % of one direction's) in 4 s, over a path probed at 1500 bytes"
         ),
         "{}",
         w.summary

@@ -47,10 +47,10 @@ fn a_daemon_at_its_limit_is_named_with_the_remedy_for_it() {
     let wg = finding(|f| daemon(f, "wireguard-go", 197.0, 200.0, LimitedBy::Cpus));
     assert!(
         wg.summary
-            .contains("wireguard-go (pid 4242) serving wg0 used 197 % of one core")
+            .contains("wireguard-go (pid 4242) serving wg0 used 197.0 % of one core")
             && wg
                 .summary
-                .contains("98.5 % of the 200 % it can get (every online CPU")
+                .contains("98.5 % of the 200.0 % it can get (every online CPU")
             && wg.summary.contains("300 Mbit/s"),
         "{}",
         wg.summary
@@ -138,7 +138,7 @@ fn a_limit_set_from_outside_is_named_first() {
         quota.fix.starts_with("First lift its cgroup's CPU quota")
             && quota
                 .fix
-                .contains("to 20 % of one core. Use kernel WireGuard"),
+                .contains("to 20.0 % of one core. Use kernel WireGuard"),
         "{}",
         quota.fix
     );

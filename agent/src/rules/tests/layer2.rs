@@ -96,7 +96,7 @@ fn a_bridge_with_ports_of_different_mtus_is_named_with_its_ports() {
     assert_eq!(f.severity, Severity::Critical, "{f:?}");
     assert!(
         f.summary.contains(
-            "; 1234 segments above 1450 bytes (up to 1500) entered through gv0; the kernel \
+            "; 1,234 segments above 1450 bytes (up to 1500) entered through gv0; the kernel \
              dropped 17 frames too large for vx0"
         ),
         "{}",

@@ -17,6 +17,7 @@ mod limits;
 mod measured;
 mod reorder;
 mod throughput;
+mod units;
 mod wg_path;
 
 use measured::{bond_carrying, ecmp, nat};

@@ -61,7 +61,7 @@ fn spurious_retransmissions_are_reordering_not_loss() {
     let f = finding(&facts, ID).expect("reordering finding");
     assert!(
         f.summary
-            .contains("540 of its 600 retransmissions (90 %) were needless")
+            .contains("540 of its 600 retransmissions (90.0 %) were needless")
             && f.summary.contains("detected reordering 25 times")
             && f.summary.contains("up to 30 segments out of order")
             && f.summary
@@ -93,7 +93,7 @@ fn spurious_retransmissions_are_reordering_not_loss() {
     );
     let f = finding(&half, "tcp.high_retransmits").expect("loss finding");
     assert!(
-        f.summary.contains("300 of the 600 needlessly") && f.summary.contains("3 % were lost"),
+        f.summary.contains("300 of the 600 needlessly") && f.summary.contains("3.0 % were lost"),
         "{}",
         f.summary
     );

@@ -67,9 +67,9 @@ fn a_receive_window_below_what_the_path_carries_names_the_receivers_tcp_rmem() {
     window_limited(&mut facts);
     let f = finding(&facts, "tcp.receive_window_limited").expect("the window finding");
     assert_eq!(ids(&facts), vec!["tcp.receive_window_limited".to_owned()]);
-    assert!(f.summary.contains("90 % of the time"), "{}", f.summary);
+    assert!(f.summary.contains("90.0 % of the time"), "{}", f.summary);
     assert!(
-        f.summary.contains("64 KiB window at 40 ms RTT"),
+        f.summary.contains("64.0 KiB window at 40.0 ms RTT"),
         "{}",
         f.summary
     );
@@ -144,8 +144,8 @@ fn a_send_buffer_below_what_the_path_carries_names_this_hosts_tcp_wmem() {
     buffer_limited(&mut facts);
     assert_eq!(ids(&facts), vec!["tcp.send_buffer_limited".to_owned()]);
     let f = finding(&facts, "tcp.send_buffer_limited").expect("the buffer finding");
-    assert!(f.summary.contains("32 KiB of data"), "{}", f.summary);
-    assert!(f.summary.contains("at most 6.6 Mbit/s"), "{}", f.summary);
+    assert!(f.summary.contains("32.0 KiB of data"), "{}", f.summary);
+    assert!(f.summary.contains("at most 6.55 Mbit/s"), "{}", f.summary);
     assert!(
         f.fix.starts_with(
             "sysctl -w net.ipv4.tcp_wmem=\"4096 16384 524288\"   # on this host, the sender;"
@@ -176,7 +176,7 @@ fn loss_findings_count_only_congestion_limited_connections() {
     let f = finding(&facts, "tcp.cubic_on_lossy_path").expect("cubic finding");
     assert!(
         f.summary
-            .contains("limited by its congestion window 90 % of the time"),
+            .contains("limited by its congestion window 90.0 % of the time"),
         "{}",
         f.summary
     );

@@ -64,7 +64,7 @@ fn underlay_loss_is_a_warning_from_1_percent_and_critical_from_5() {
     assert_eq!(f.evidence["received"], serde_json::json!(9_490));
     assert_eq!(f.evidence["peer"], serde_json::json!("peerkey="));
     assert_eq!(f.evidence["endpoint"], serde_json::json!("192.0.2.2:51820"));
-    assert!(f.summary.contains("5.1 %") && f.summary.contains("9490 of 10000"));
+    assert!(f.summary.contains("5.1 %") && f.summary.contains("9,490 of 10,000"));
 
     // Twins: too few messages lost to tell, not measured, another tunnel.
     let few = PeerFacts {

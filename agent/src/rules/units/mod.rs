@@ -1,4 +1,5 @@
-//! Evidence values in the units a person reads, for the text report of `diagnose`.
+//! Values in the units a person reads: evidence in the text report of `diagnose` and the
+//! numbers of rule templates ([`cel`]'s `fmt_bytes(x)` ...).
 //!
 //! A rule's evidence is a map of names to JSON values (raw numbers, `-1` for unknown,
 //! `""` for an unknown string; docs/rules.md). `--json` keeps them as they are; the text
@@ -7,6 +8,8 @@
 //! `*_s` as durations, `*_bps` and `*_mbps` as bit/s with SI prefixes, counts with
 //! thousands separators, MTUs and other settings as plain integers, text as it is, and
 //! every unknown value as `n/a`. Pure functions, no I/O.
+
+pub mod cel;
 
 use std::collections::BTreeMap;
 

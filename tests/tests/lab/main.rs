@@ -39,6 +39,7 @@ mod diagnose_wg_path;
 mod firewall_rules;
 mod flow_table_scale;
 mod handshake_race;
+mod human_units;
 mod lab_selftest;
 mod local_tcp;
 mod observability;

@@ -93,7 +93,11 @@ pub fn check_text_report(report: &str) -> Result<()> {
     }
     let bad: Vec<String> = lines
         .iter()
-        .flat_map(|l| problems(l).into_iter().map(move |p| format!("{p} in {l:?}")))
+        .flat_map(|l| {
+            problems(l)
+                .into_iter()
+                .map(move |p| format!("{p} in {l:?}"))
+        })
         .collect();
     if !bad.is_empty() {
         bail!(
@@ -113,12 +117,19 @@ pub fn check_messages(findings: &Value) -> Result<()> {
     for f in findings {
         for key in ["summary", "subject"] {
             if let Some(text) = f[key].as_str() {
-                bad.extend(problems(text).into_iter().map(|p| format!("{} {key}: {p}", f["id"])));
+                bad.extend(
+                    problems(text)
+                        .into_iter()
+                        .map(|p| format!("{} {key}: {p}", f["id"])),
+                );
             }
         }
     }
     if !bad.is_empty() {
-        bail!("numbers not in human units (issue 35):\n  {}", bad.join("\n  "));
+        bail!(
+            "numbers not in human units (issue 35):\n  {}",
+            bad.join("\n  ")
+        );
     }
     Ok(())
 }
@@ -147,7 +158,10 @@ WARNING  mtu.underlay_fragmentation  138866 IP fragments crossed the underlay et
         let err = check_text_report(OLD).expect_err("raw numbers").to_string();
         assert!(err.contains("-1 at"), "{err}");
         assert!(err.contains("138866 at"), "{err}");
-        assert!(!err.contains("70218 at"), "the header is not a finding: {err}");
+        assert!(
+            !err.contains("70218 at"),
+            "the header is not a finding: {err}"
+        );
         assert!(!err.contains("6291456 at"), "a fix is a command: {err}");
         let new = OLD
             .replace("overhead_measured=-1", "overhead_measured=n/a")

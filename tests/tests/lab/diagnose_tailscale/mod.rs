@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::common_mesh::{diagnose, join, Diagnosis};
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::tailscale::{self, TailscaleMesh, DERP_REGION, DERP_SERVER, PORT};
-use netdoctor_lab::{ci, netdoctor, traffic, Iperf3Opts, Iperf3Server};
+use netdoctor_lab::{ci, netdoctor, traffic, units, Iperf3Opts, Iperf3Server};
 use serde_json::Value;
 
 const TOOLS: &[&str] = &["iperf3", "nft", "ping"];
@@ -69,6 +69,34 @@ pub(crate) fn diagnose_under_load_with(mesh: &TailscaleMesh, extra: &[&str]) -> 
         d.f64("/facts/traffic/tcp_retrans_ratio")? * 100.0
     );
     Ok(d)
+}
+
+/// The text report of `netdoctor diagnose` on a's tailscale device (no probe) while
+/// iperf3 sends from a to b through it, as a person reads it.
+fn text_report_under_load(mesh: &TailscaleMesh) -> Result<String> {
+    let b_ip = mesh.tailscale_ip_of_b()?;
+    let _server = Iperf3Server::start(&mesh.ns_b, 5201)?;
+    let args = [
+        "diagnose",
+        mesh.a.ifname.as_str(),
+        "--duration",
+        WINDOW,
+        "--no-probe",
+    ];
+    let (out, report) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let mut opts = Iperf3Opts::new(&b_ip);
+            opts.duration_secs = LOAD_SECS;
+            traffic::iperf3_client(&mesh.ns_a, &opts)
+        });
+        std::thread::sleep(Duration::from_millis(800));
+        let out = netdoctor::run(Some(&mesh.ns_a), &args, Duration::from_secs(30));
+        (out, join(client, "iperf3 through the tailnet"))
+    });
+    let (out, _) = (out?, report?);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}");
+    Ok(text)
 }
 
 /// The device is a WireGuard tunnel served by tailscaled, with Tailscale's overhead, usual
@@ -208,6 +236,15 @@ fn tailscale_lane_relayed_path_is_reported_by_tailscaled_and_the_underlay() -> R
     if d.f64("/facts/traffic/tcp_retrans_ratio")? > 0.02 {
         d.expect_finding("tcp.high_retransmits", "warning")?;
     }
+    // Issue 35: the report reads in units ("20.5 MiB ... over TCP", not "21450376 bytes"),
+    // in the JSON's messages and in the text report's messages and evidence.
+    units::check_messages(&d.json["findings"])?;
+    let text = text_report_under_load(&mesh)?;
+    ensure!(
+        text.contains("tailscale.relayed"),
+        "no relay finding:\n{text}"
+    );
+    units::check_text_report(&text)?;
     println!(
         "relayed: {} KiB with the DERP server, WireGuard over UDP {udp}; findings {:?}; {:.0} s",
         derp / 1024,

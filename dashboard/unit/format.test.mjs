@@ -109,12 +109,12 @@ test('protocols, endpoints and keys', () => {
   assert.equal(shortKey('short'), 'short');
 });
 
-test('evidence values: ratios as percent, -1 as unknown, lists joined', () => {
+test('evidence values: ratios as percent, -1 as n/a, lists joined (as the text report)', () => {
   assert.equal(formatEvidenceValue('tunnel_mtu', 1480), '1480');
-  assert.equal(formatEvidenceValue('retrans_ratio', 0.034), '3.40 % (0.034)');
-  assert.equal(formatEvidenceValue('overhead_measured', -1), 'unknown (-1)');
-  assert.equal(formatEvidenceValue('cc_available', ['reno', 'cubic']), 'reno, cubic');
+  assert.equal(formatEvidenceValue('retrans_ratio', 0.034), '3.4 %');
+  assert.equal(formatEvidenceValue('overhead_measured', -1), NA);
+  assert.equal(formatEvidenceValue('cc_available', ['reno', 'cubic']), 'reno cubic');
   assert.equal(formatEvidenceValue('bbr_available', true), 'true');
-  assert.equal(formatEvidenceValue('x', { a: 1 }), '{"a":1}');
+  assert.equal(formatEvidenceValue('x', { a: 1 }), 'a 1');
   assert.equal(formatEvidenceValue('x', null), NA);
 });

@@ -4,6 +4,8 @@
 // Conventions of the API (docs/api.md, docs/rules.md): unknown numbers are -1 (or null),
 // times are milliseconds since the UNIX epoch, rates are per second.
 
+import { evidenceValue } from './units.js';
+
 /** Shown for values the agent does not know. */
 export const NA = 'n/a';
 
@@ -148,16 +150,7 @@ export function shortKey(key, keep = 8) {
   return key.length > keep + 2 ? `${key.slice(0, keep)}…` : key;
 }
 
-/** An evidence value: numbers with units guessed from the name, lists joined, rest as JSON. */
+/** An evidence value in its unit, as the text report prints it (units.js). */
 export function formatEvidenceValue(name, v) {
-  if (v === null || v === undefined) return NA;
-  if (typeof v === 'number') {
-    if (v === -1) return 'unknown (-1)';
-    if (/ratio/.test(name)) return `${formatPercent(v)} (${v})`;
-    return Number.isInteger(v) ? String(v) : String(Number(v.toFixed(6)));
-  }
-  if (typeof v === 'string') return v;
-  if (typeof v === 'boolean') return v ? 'true' : 'false';
-  if (Array.isArray(v) && v.every((x) => typeof x !== 'object')) return v.join(', ');
-  return JSON.stringify(v);
+  return evidenceValue(name, v);
 }

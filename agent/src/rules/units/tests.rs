@@ -221,3 +221,65 @@ fn demo_and_tailscale_evidence_lines_read_in_units() {
         assert!(!l.contains("0.0421"), "{l}");
     }
 }
+
+/// Every `[evidence]` name of the built-in rules.
+fn builtin_evidence_names() -> std::collections::BTreeSet<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules");
+    let mut names = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("the rules directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a rule file");
+        let rule: toml::Table = toml::from_str(&text).expect("a rule's TOML");
+        if let Some(evidence) = rule.get("evidence").and_then(toml::Value::as_table) {
+            names.extend(evidence.keys().cloned());
+        }
+    }
+    names
+}
+
+/// The dashboard prints evidence as the text report does: dashboard/unit/units.golden.json
+/// holds, for every built-in evidence name, its unit and sample values printed here; the
+/// dashboard's unit test (unit/units.test.mjs) holds dashboard/web/units.js to the same
+/// file. `UPDATE_GOLDEN=1` rewrites it after a deliberate change.
+#[test]
+fn the_dashboard_golden_file_is_what_the_agent_prints() {
+    let samples = [
+        json!(-1),
+        json!(0),
+        json!(0.0421),
+        json!(48.123),
+        json!(15_848_054),
+        json!(""),
+        json!([]),
+    ];
+    let mut units = serde_json::Map::new();
+    let mut values = Vec::new();
+    let mut names: Vec<String> = builtin_evidence_names().into_iter().collect();
+    names.push("no_convention_at_all".into());
+    for name in &names {
+        let unit = unit_of(name).map(|u| format!("{u:?}"));
+        units.insert(name.clone(), json!(unit));
+        for sample in &samples {
+            values.push(json!([name, sample, value(name, sample)]));
+        }
+    }
+    let nested = json!([{"iface": "eth1", "weight": 1, "bytes": 2_097_152, "packets": 12_345}]);
+    values.push(json!(["measured", nested, value("measured", &nested)]));
+    let golden = json!({"units": units, "values": values});
+    let text = format!("{}\n", serde_json::to_string_pretty(&golden).expect("JSON"));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../dashboard/unit/units.golden.json");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).expect("write the golden file");
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == text,
+        "{} differs from what the agent prints: run this test with UPDATE_GOLDEN=1, then \
+         make dashboard/web/units.js pass unit/units.test.mjs",
+        path.display()
+    );
+}

@@ -188,7 +188,7 @@ pub(super) fn print_findings(findings: &[Finding], color: bool, width: usize) {
         let text = wrapped(&plain, width, FINDING_INDENT);
         println!("{label}{}", &text[8..]);
         if !finding.evidence.is_empty() {
-            let ev = crate::rules::units::evidence_line(&finding.evidence);
+            let ev = crate::rules::units::evidence_line_with(&finding.evidence, &finding.unknown);
             let line = format!("{FINDING_INDENT}evidence: {ev}");
             println!("{}", wrapped(&line, width, FINDING_INDENT));
         }

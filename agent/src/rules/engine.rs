@@ -97,7 +97,6 @@ pub(super) fn finding(
             rule.severity
         },
         summary: rule.summary.render(ctx, budget)?,
-        evidence,
         fix: rule.fix.render(ctx, budget)?,
         reference: rule.reference.clone(),
         subject: rule
@@ -105,5 +104,11 @@ pub(super) fn finding(
             .as_ref()
             .map(|s| s.render(ctx, budget))
             .transpose()?,
+        unknown: evidence
+            .iter()
+            .filter(|(_, v)| crate::rules::units::is_unknown_value(v))
+            .filter_map(|(name, _)| Some((name.clone(), rule.unknown.get(name)?.clone())))
+            .collect(),
+        evidence,
     })
 }

@@ -56,6 +56,10 @@ pub struct Finding {
     /// What the finding is about when a rule applies per item (a peer, a flow).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// Why an evidence value is unknown (`-1`, `""`), by evidence name, where that is known:
+    /// the text report prints `n/a (WHY)`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown: BTreeMap<String, String>,
 }
 
 /// The worst severity among `findings`, if any.

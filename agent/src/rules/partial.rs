@@ -117,7 +117,10 @@ pub fn evaluate_partial(
     for rule in rules.rules() {
         let lacking = missing_read(rule, missing);
         match decide(rule, &full_ctx, &known_ctx, facts, &known) {
-            Ok(mut f) => out.findings.append(&mut f),
+            Ok(mut f) => {
+                f.iter_mut().for_each(|f| explain_missing(rule, f, missing));
+                out.findings.append(&mut f)
+            }
             Err(_) if !lacking.is_empty() => out.not_evaluated.push(NotEvaluated {
                 rule: rule.id.clone(),
                 missing: lacking,
@@ -130,6 +133,27 @@ pub fn evaluate_partial(
     out.findings
         .sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
+}
+
+/// Why a finding's evidence is unknown when its expression reads a missing fact.
+pub const MISSING_REASON: &str = "not measured: its BPF program is unavailable here, see the notes";
+
+/// Gives each unknown evidence value of `finding` that reads a `missing` fact (and has no
+/// reason from its rule) [`MISSING_REASON`].
+fn explain_missing(rule: &Rule, finding: &mut Finding, missing: &[String]) {
+    for (name, value) in &finding.evidence {
+        let Some(source) = rule.evidence_sources.get(name) else {
+            continue;
+        };
+        if crate::rules::units::is_unknown_value(value)
+            && !finding.unknown.contains_key(name)
+            && missing.iter().any(|m| mentions(source, m))
+        {
+            finding
+                .unknown
+                .insert(name.clone(), MISSING_REASON.to_owned());
+        }
+    }
 }
 
 /// One rule's findings: conditions read `known`, findings `facts`. Fails when a condition

@@ -53,6 +53,9 @@ struct RuleFile {
     /// Names the item a per-item finding is about (template).
     subject: Option<String>,
     reference: Option<String>,
+    /// Evidence name → why its value can be unknown (`-1`, `""`): printed `n/a (WHY)`.
+    #[serde(default)]
+    unknown: BTreeMap<String, String>,
 }
 
 /// A compiled rule.
@@ -75,6 +78,10 @@ pub struct Rule {
     /// When it holds for a finding, the finding is critical (`critical_when`).
     pub(super) critical_when: Option<(String, Expression)>,
     pub(super) subject: Option<Template>,
+    /// Evidence name → why its value can be unknown (the rule's `[unknown]` table).
+    pub(super) unknown: BTreeMap<String, String>,
+    /// Evidence name → its expression as written.
+    pub(super) evidence_sources: BTreeMap<String, String>,
     /// Where to read more.
     pub reference: Option<String>,
     /// The file it came from (`builtin:NAME` for embedded rules).
@@ -121,6 +128,16 @@ impl Rule {
             .iter()
             .map(|(name, src)| compile(&format!("evidence.{name}"), src).map(|p| (name.clone(), p)))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(name) = file
+            .unknown
+            .keys()
+            .find(|n| !file.evidence.contains_key(*n))
+        {
+            return Err(err(format!(
+                "unknown.{name}: names no evidence (the [unknown] table says why an [evidence] \
+                 value can be unknown)"
+            )));
+        }
         if file.critical_when.is_some() && file.severity == Severity::Critical {
             return Err(err(
                 "critical_when raises a warning or info rule to critical: this rule is \
@@ -161,6 +178,8 @@ impl Rule {
             condition_source: file.condition,
             condition,
             evidence,
+            evidence_sources: file.evidence,
+            unknown: file.unknown,
             critical_when,
             reference: file.reference,
             origin: origin.to_owned(),

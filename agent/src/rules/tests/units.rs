@@ -195,3 +195,89 @@ fn every_rule_message_prints_unknown_values_as_na() {
     }
     assert!(bad.is_empty(), "-1 in rule texts:\n{}", bad.join("\n"));
 }
+
+/// A rule's `[unknown]` table says why an evidence value is unknown; the text report
+/// prints it after n/a, and a value that is known prints in its unit.
+#[test]
+fn unknown_evidence_prints_na_with_the_rules_reason() {
+    use crate::rules::units::evidence_line_with;
+    let rules = RuleSet::builtin().expect("built-in rules load");
+    let mut facts = super::healthy();
+    facts.iface.mtu = 1480;
+    facts.tunnel.overhead_measured = -1;
+    facts.tunnel.path_mtu = -1;
+    let found = crate::rules::evaluate(&rules, &facts.to_json());
+    let f = found
+        .iter()
+        .find(|f| f.id == "mtu.tunnel_exceeds_underlay")
+        .expect("the MTU finding");
+    let line = evidence_line_with(&f.evidence, &f.unknown);
+    assert!(
+        line.contains("overhead_measured=n/a (no unfragmented full-size traffic seen)")
+            && line.contains("underlay_path_mtu=n/a (not probed)")
+            && line.contains("tunnel_mtu=1480"),
+        "{line}"
+    );
+    // The healthy twin: known values have no reason.
+    facts.tunnel.overhead_measured = 60;
+    facts.tunnel.path_mtu = 1500;
+    let found = crate::rules::evaluate(&rules, &facts.to_json());
+    let f = found
+        .iter()
+        .find(|f| f.id == "mtu.tunnel_exceeds_underlay")
+        .expect("the MTU finding");
+    assert!(f.unknown.is_empty(), "{:?}", f.unknown);
+    assert!(!evidence_line_with(&f.evidence, &f.unknown).contains("n/a"));
+}
+
+/// An unknown evidence value that reads a fact missing for lack of a BPF program says so.
+#[test]
+fn evidence_of_a_missing_fact_says_it_was_not_measured() {
+    use crate::rules::partial::MISSING_REASON;
+    let rules = RuleSet::builtin().expect("built-in rules load");
+    let mut facts = super::healthy();
+    facts.iface.mtu = 1480;
+    facts.tunnel.underlay_fragments = -1;
+    let missing = vec!["tunnel.underlay_fragments".to_owned()];
+    let eval = crate::rules::evaluate_partial(&rules, &facts.to_json(), &missing);
+    let f = eval
+        .findings
+        .iter()
+        .find(|f| f.id == "mtu.tunnel_exceeds_underlay")
+        .expect("the MTU finding");
+    assert!(
+        f.unknown.values().all(|r| r != MISSING_REASON),
+        "{:?}",
+        f.unknown
+    );
+    let rule = "id = \"site.frags\"\nseverity = \"warning\"\nscope = \"interface\"\n\
+                condition = \"iface.mtu > 1400\"\nsummary = \"s\"\nfix = \"f\"\n\
+                [evidence]\nunderlay_fragments = \"tunnel.underlay_fragments\"\n";
+    let set = super::load(&[("frags.toml", rule.to_owned())]).expect("loads");
+    let eval = crate::rules::evaluate_partial(&set, &facts.to_json(), &missing);
+    assert_eq!(eval.findings.len(), 1, "{:?}", eval.not_evaluated);
+    assert_eq!(
+        eval.findings[0]
+            .unknown
+            .get("underlay_fragments")
+            .map(String::as_str),
+        Some(MISSING_REASON)
+    );
+    // Not missing: no reason.
+    let eval = crate::rules::evaluate_partial(&set, &facts.to_json(), &[]);
+    assert!(eval.findings[0].unknown.is_empty());
+}
+
+#[test]
+fn an_unknown_table_must_name_evidence() {
+    let rule = "id = \"site.x\"\nseverity = \"warning\"\nscope = \"interface\"\n\
+                condition = \"true\"\nsummary = \"s\"\nfix = \"f\"\n\
+                [evidence]\nmtu = \"iface.mtu\"\n[unknown]\nmtuu = \"typo\"\n";
+    let errors = super::load(&[("x.toml", rule.to_owned())]).expect_err("refused");
+    assert!(
+        errors[0]
+            .message
+            .contains("unknown.mtuu: names no evidence"),
+        "{errors:?}"
+    );
+}

@@ -180,12 +180,34 @@ pub fn unit_of(name: &str) -> Option<Unit> {
 }
 
 /// The text report's evidence: `name=value, ...`, each value in its unit.
+#[cfg(test)]
 pub fn evidence_line(evidence: &BTreeMap<String, Value>) -> String {
+    evidence_line_with(evidence, &BTreeMap::new())
+}
+
+/// The same, an unknown value whose reason `unknown` gives printed `n/a (REASON)`.
+pub fn evidence_line_with(
+    evidence: &BTreeMap<String, Value>,
+    unknown: &BTreeMap<String, String>,
+) -> String {
     evidence
         .iter()
-        .map(|(k, v)| format!("{k}={}", value(k, v)))
+        .map(|(k, v)| match unknown.get(k) {
+            Some(why) if is_unknown_value(v) => format!("{k}={NA} ({why})"),
+            _ => format!("{k}={}", value(k, v)),
+        })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether an evidence value is the "unknown" of the facts: `-1`, `""` or null.
+pub fn is_unknown_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64().is_some_and(is_unknown),
+        _ => false,
+    }
 }
 
 /// One evidence value in its unit; a name of no known convention prints the value as

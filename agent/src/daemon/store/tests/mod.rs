@@ -49,6 +49,7 @@ fn finding(id: &str, subject: Option<&str>, severity: Severity, mtu: i64) -> Fin
         fix: "ip link set dev wg0 mtu 1440".into(),
         reference: None,
         subject: subject.map(Into::into),
+        unknown: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn forged() -> Finding {
         fix: FORGED_FIX.into(),
         reference: None,
         subject: None,
+        unknown: Default::default(),
     }
 }
 

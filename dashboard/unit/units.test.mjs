@@ -34,4 +34,9 @@ test('the Tailscale report reads in units (issue 35)', () => {
   assert.equal(formatEvidenceValue('srtt_ms', 12.34), '12.3 ms');
   assert.equal(formatEvidenceValue('throughput_bps', 81234567), '81.2 Mbit/s');
   assert.equal(formatEvidenceValue('underlay_fragments', 138866), '138,866');
+  assert.equal(
+    formatEvidenceValue('udp_wireguard_bytes', -1, 'no known address of the peer'),
+    'n/a (no known address of the peer)',
+  );
+  assert.equal(formatEvidenceValue('udp_wireguard_bytes', 5, 'no known address of the peer'), '5 B');
 });

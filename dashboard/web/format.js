@@ -150,7 +150,11 @@ export function shortKey(key, keep = 8) {
   return key.length > keep + 2 ? `${key.slice(0, keep)}…` : key;
 }
 
-/** An evidence value in its unit, as the text report prints it (units.js). */
-export function formatEvidenceValue(name, v) {
-  return evidenceValue(name, v);
+/**
+ * An evidence value in its unit, as the text report prints it (units.js); an unknown one
+ * with `reason` (the finding's `unknown[name]`, from a diagnosis) as "n/a (reason)".
+ */
+export function formatEvidenceValue(name, v, reason) {
+  const text = evidenceValue(name, v);
+  return text === NA && reason ? `${NA} (${reason})` : text;
 }

@@ -56,7 +56,7 @@ export function renderFinding(f, { level = 3, key = '' } = {}) {
   evidence.length
     ? h('details', { class: 'evidence' },
       h('summary', {}, `Evidence (${evidence.length})`),
-      h('dl', {}, evidence.map(([name, v]) => [h('dt', {}, name), h('dd', {}, formatEvidenceValue(name, v))])))
+      h('dl', {}, evidence.map(([name, v]) => [h('dt', {}, name), h('dd', {}, formatEvidenceValue(name, v, f.unknown?.[name]))])))
     : null,
   f.fix
     ? h('div', { class: 'fix' },

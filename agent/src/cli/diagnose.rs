@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use super::DiagnoseArgs;
 use crate::diagnose::{self, DiagnoseOptions, Progress, Report};
 use crate::rules::finding::{Finding, Severity};
+use crate::rules::units::{count, NA};
 
 struct Stderr;
 
@@ -150,10 +151,10 @@ fn print(r: &Report, color: bool, width: usize) {
     }
     println!(
         "  traffic: {} segments in, {} out; TCP retransmitted {:.2} %; drops {}",
-        f.traffic.rx_segments,
-        f.traffic.tx_segments,
+        known_count(f.traffic.rx_segments as f64),
+        known_count(f.traffic.tx_segments as f64),
         f.traffic.tcp_retrans_ratio * 100.0,
-        f.drops.total
+        known_count(f.drops.total as f64)
     );
     for line in super::limits::connection_lines(&f.flows, CONNECTIONS_SHOWN) {
         println!("{}", wrapped(&line, width, "        "));
@@ -200,6 +201,15 @@ pub(super) fn print_findings(findings: &[Finding], color: bool, width: usize) {
     }
 }
 
+/// A count with thousands separators, `n/a` for the facts' unknown (negative).
+fn known_count(x: f64) -> String {
+    if x < 0.0 {
+        NA.to_owned()
+    } else {
+        count(x)
+    }
+}
+
 /// How much CPU a limit of `percent` (of one core) is: "one core", "2 cores", "0.20 core".
 fn cores(percent: f64) -> String {
     let cores = percent / 100.0;
@@ -241,8 +251,9 @@ fn daemon_line(f: &crate::facts::Facts) -> Option<String> {
     );
     if l.throughput_mbps >= 0.0 {
         line.push_str(&format!(
-            "; the interface carried {:.1} Mbit/s, {:.0} packets/s",
-            l.throughput_mbps, l.packets_per_s
+            "; the interface carried {:.1} Mbit/s, {} packets/s",
+            l.throughput_mbps,
+            known_count(l.packets_per_s.round())
         ));
     }
     if f.host.cpu_busy_percent >= 0.0 {
@@ -285,7 +296,7 @@ mod tests {
             Some(
                 "  daemon: fastd (pid 812, uid 0) used 97.0 % of one core, 97 % of what it can \
                  get (its limit: one core, single-threaded); the interface carried 512.2 \
-                 Mbit/s, 45000 packets/s; the host's CPUs were 60 % busy"
+                 Mbit/s, 45,000 packets/s; the host's CPUs were 60 % busy"
             )
         );
         f.tunnel.load.daemon_cpu_limit_percent = 20.0;

@@ -1,55 +1,12 @@
-//! `netdoctor diagnose IFACE`: the main job.
+//! The text report of `netdoctor diagnose IFACE`: the facts that matter, then the findings
+//! with their evidence and fix.
 
-use std::io::IsTerminal;
-use std::process::ExitCode;
-
-use super::DiagnoseArgs;
-use crate::diagnose::{self, DiagnoseOptions, Progress, Report};
+use crate::diagnose::Report;
 use crate::rules::finding::{Finding, Severity};
 use crate::rules::units::{count, NA};
 
-struct Stderr;
-
-impl Progress for Stderr {
-    fn step(&self, message: &str) {
-        eprintln!("netdoctor: {message}");
-    }
-}
-
-pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
-    let opts = DiagnoseOptions {
-        duration: args.duration,
-        probe: !args.no_probe,
-        rules_dir: args.rules.clone(),
-        dataplane: args.dataplane.options()?,
-    };
-    let report = diagnose::diagnose(&args.interface, &opts, &Stderr).await?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let (terminal, width) = text_output();
-        print(&report, terminal, width);
-    }
-    Ok(ExitCode::from(
-        report.worst().map_or(0, Severity::exit_code),
-    ))
-}
-
 /// Width of the text report when stdout is not a terminal (a pipe, a file, a mail).
-const PIPE_WIDTH: usize = 100;
-
-/// Whether stdout is a terminal (colours) and the width the text report wraps to.
-pub(super) fn text_output() -> (bool, usize) {
-    let terminal = std::io::stdout().is_terminal();
-    (
-        terminal,
-        if terminal {
-            textwrap::termwidth()
-        } else {
-            PIPE_WIDTH
-        },
-    )
-}
+pub(super) const PIPE_WIDTH: usize = 100;
 
 /// The busiest local connections the text report lists with their limits (`--json` has all).
 const CONNECTIONS_SHOWN: usize = 8;
@@ -66,7 +23,7 @@ fn wrapped(text: &str, width: usize, indent: &str) -> String {
     textwrap::fill(text, options)
 }
 
-fn paint(text: &str, severity: Severity, color: bool) -> String {
+pub(super) fn paint(text: &str, severity: Severity, color: bool) -> String {
     if !color {
         return text.to_owned();
     }
@@ -78,7 +35,7 @@ fn paint(text: &str, severity: Severity, color: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-fn print(r: &Report, color: bool, width: usize) {
+pub(super) fn print(r: &Report, color: bool, width: usize) {
     let f = &r.facts;
     println!(
         "{} ({}), MTU {}, observed {:.1}s",

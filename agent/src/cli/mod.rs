@@ -1,6 +1,8 @@
 //! The command line: flags defined once here, turned into `--help` by clap.
 
 mod diagnose;
+mod diagnose_cmd;
+mod diagnose_many;
 mod drops;
 mod flows;
 mod flows_report;
@@ -60,20 +62,26 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Diagnose an interface: what is wrong with its path, and the exact fix.
+    /// Diagnose interfaces: what is wrong with their paths, and the exact fix.
     ///
-    /// Reads the interface's configuration (kind, MTU, tunnel peers and underlay, sysctls,
-    /// MSS clamping), watches its traffic for --duration with the data plane and socket
-    /// telemetry, probes the path MTU toward the tunnel's endpoints, then evaluates the
-    /// rules (built-in, plus --rules DIR). Findings are printed most severe first, each
-    /// with evidence and a fix.
+    /// With no IFACE (or --all), diagnoses every tunnel and overlay interface that is up,
+    /// the bridges carrying them and the default-route interfaces (IPv4 and IPv6) in one
+    /// observation window; several IFACEs likewise. For each: reads the interface's
+    /// configuration (kind, MTU, tunnel peers and underlay, sysctls, MSS clamping), watches
+    /// its traffic for --duration with the data plane and socket telemetry, probes the path
+    /// MTU toward the tunnel's endpoints, then evaluates the rules (built-in, plus --rules
+    /// DIR). Findings are printed most severe first, each with evidence and a fix; with
+    /// several interfaces, a line per interface first, then its findings under it. The
+    /// exit code is the worst interface's.
     ///
     /// Exit codes (Nagios plugin convention): 0 nothing above info, 1 warning,
     /// 2 critical, 3 could not diagnose; 130 / 143 stopped by SIGINT / SIGTERM (everything
     /// attached is detached first).
     ///
     /// Examples:
+    ///   netdoctor diagnose
     ///   netdoctor diagnose wg0
+    ///   netdoctor diagnose wg0 wg1 eth0 --json | jq '.reports[].findings[].id'
     ///   netdoctor diagnose eth0 --duration 15s --json | jq '.findings[].id'
     ///   netdoctor diagnose tap0 --no-probe --rules /etc/netdoctor/rules
     #[command(verbatim_doc_comment)]
@@ -182,8 +190,15 @@ pub struct ProbeArgs {
 /// Options for `netdoctor diagnose`.
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
-    /// Interface to diagnose (wg0, tun0, tap0, vxlan0, eth0, ...).
-    pub interface: String,
+    /// Interfaces to diagnose (wg0, tun0, tap0, vxlan0, eth0, ...), in one observation
+    /// window. None: every tunnel and overlay interface that is up, the bridges carrying
+    /// them and the default-route interfaces.
+    #[arg(value_name = "IFACE")]
+    pub interfaces: Vec<String>,
+    /// Diagnose every tunnel and overlay interface, the bridges carrying them and the
+    /// default-route interfaces (what no IFACE does).
+    #[arg(long, conflicts_with = "interfaces")]
+    pub all: bool,
     /// How long to observe traffic: 5 or 5s, 500ms, 1m30s (a bare number is seconds; at
     /// most a day).
     #[arg(

@@ -57,7 +57,7 @@ pub(super) fn run(
                 n.missing.join(", ")
             );
         }
-        let (color, width) = super::diagnose::text_output();
+        let (color, width) = super::diagnose_cmd::text_style();
         super::diagnose::print_findings(&eval.findings, color, width);
     }
     let worst = rules::finding::worst(&eval.findings);

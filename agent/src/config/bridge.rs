@@ -17,7 +17,7 @@ pub struct Bridge {
 }
 
 /// Every link's controller (the bridge or bond it is attached to): (index, controller).
-async fn controllers() -> Result<Vec<(u32, u32)>> {
+pub(crate) async fn controllers() -> Result<Vec<(u32, u32)>> {
     let links = crate::config::link::all("reading bridge ports").await?;
     Ok(links
         .iter()

@@ -11,6 +11,13 @@ pub enum Error {
     /// The rules (built-in or `--rules DIR`) are invalid.
     #[error(transparent)]
     Rules(#[from] crate::rules::InvalidRules),
+    /// No interface to diagnose: none named, and the host has no tunnel and no default
+    /// route.
+    #[error(
+        "nothing to diagnose: no tunnel or overlay interface is up and there is no default \
+         route; name the interface (netdoctor diagnose IFACE)"
+    )]
+    NothingToDiagnose,
     /// A probe's worker thread failed.
     #[error("the path-MTU probe's task failed: {0}")]
     Probe(#[from] tokio::task::JoinError),

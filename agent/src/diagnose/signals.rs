@@ -5,10 +5,12 @@
 //! gives become "missing", so the rules that need them are reported as not evaluated
 //! (see `rules::evaluate_partial`) instead of passing on zeros.
 
+use std::collections::HashSet;
 use std::mem::MaybeUninit;
 
+use super::target::Target;
+
 use crate::config::iface::Interface;
-use crate::facts::underlay::Underlay;
 use crate::kernel::drops::DropProbe;
 use crate::kernel::packet::{Dataplane, LocalTcp, Options};
 use crate::kernel::sockets::SocketProbes;
@@ -67,63 +69,89 @@ pub(crate) fn note(notes: &mut Vec<String>, text: String) {
     notes.push(text);
 }
 
-/// The packet data plane attached to `me` (and its underlay candidates), or `None`, noted,
-/// when it cannot load or attach to `me` here.
-pub(crate) fn packet_dataplane<'obj>(
+/// What the findings lose without the packet data plane.
+const DATAPLANE_LOST: &str = "traffic counters, fragments, measured overhead, WireGuard handshakes and Tailscale's relayed bytes on the wire are not observed";
+
+/// The packet data plane attached to every target (and each one's underlay candidates and
+/// the interfaces watched with it), each interface once (`attached` records them), or
+/// `None`, noted, when it cannot load or attach to any target here. A target it cannot
+/// attach to gets the note and `has_dataplane` false; the others keep it.
+pub(super) fn packet_dataplane<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     options: Options,
-    me: &Interface,
-    underlay: &Underlay,
-    also: &[Interface],
-    notes: &mut Vec<String>,
+    targets: &mut [Target],
+    attached: &mut HashSet<u32>,
 ) -> Option<Dataplane<'obj>> {
-    let lost = "traffic counters, fragments, measured overhead, WireGuard handshakes and Tailscale's relayed bytes on the wire are not observed";
     let mut dp = match Dataplane::load(storage, options) {
         Ok(dp) => dp,
         Err(e) => {
-            note(
-                notes,
-                format!("packet data plane unavailable (loading: {e}): {lost}"),
-            );
+            let text = format!("packet data plane unavailable (loading: {e}): {DATAPLANE_LOST}");
+            tracing::warn!("{text}");
+            for t in targets.iter_mut() {
+                t.notes.push(text.clone());
+            }
             return None;
         }
     };
-    match dp.attach(&me.target()) {
-        Ok(hooks) => notes.extend(hooks.note),
-        Err(e) => {
-            note(
-                notes,
-                format!("packet data plane unavailable ({e}): {lost}"),
-            );
-            return None;
+    for t in targets.iter_mut() {
+        t.has_dataplane = attach_target(&mut dp, t, attached);
+    }
+    targets.iter().any(|t| t.has_dataplane).then_some(dp)
+}
+
+/// Attaches `dp` to the interfaces of `t` not attached yet; false (noted) when it cannot
+/// attach to the target itself.
+fn attach_target(dp: &mut Dataplane<'_>, t: &mut Target, attached: &mut HashSet<u32>) -> bool {
+    if !attached.contains(&t.me.index) {
+        match dp.attach(&t.me.target()) {
+            Ok(hooks) => {
+                t.notes.extend(hooks.note);
+                attached.insert(t.me.index);
+            }
+            Err(e) => {
+                note(
+                    &mut t.notes,
+                    format!("packet data plane unavailable ({e}): {DATAPLANE_LOST}"),
+                );
+                return false;
+            }
         }
     }
-    for u in underlay.watch.iter().filter(|u| u.index != me.index) {
-        match dp.attach(&u.target()) {
-            Ok(hooks) => notes.extend(hooks.note),
-            Err(e) => notes.push(format!(
-                "could not watch the underlay candidate {}: {e}",
-                u.name
-            )),
+    let me = t.me.index;
+    let underlays = t.underlay.watch.iter().filter(|u| u.index != me);
+    let watched: Vec<(Interface, bool)> = underlays
+        .map(|u| (u.clone(), true))
+        .chain(t.also.iter().map(|i| (i.clone(), false)))
+        .collect();
+    for (i, is_underlay) in watched {
+        if attached.contains(&i.index) {
+            continue;
         }
-    }
-    for i in also {
         match dp.attach(&i.target()) {
-            Ok(hooks) => notes.extend(hooks.note),
-            Err(e) => notes.push(format!(
+            Ok(hooks) => {
+                t.notes.extend(hooks.note);
+                attached.insert(i.index);
+            }
+            Err(e) if is_underlay => t.notes.push(format!(
+                "could not watch the underlay candidate {}: {e}",
+                i.name
+            )),
+            Err(e) => t.notes.push(format!(
                 "could not watch {} (a multipath nexthop or the uplink): {e}",
                 i.name
             )),
         }
     }
-    Some(dp)
+    true
 }
 
 /// Attaches the data plane to the interfaces of `wanted` it does not watch yet (`also`
-/// holds those it does), mid-observation: a gateway's uplinks found from the window so far.
-pub(crate) fn watch_more(
+/// holds those it does for this target, `attached` those of every target),
+/// mid-observation: a gateway's uplinks found from the window so far.
+pub(super) fn watch_more(
     dp: &mut Dataplane<'_>,
     also: &mut Vec<Interface>,
+    attached: &mut HashSet<u32>,
     wanted: Vec<Interface>,
     notes: &mut Vec<String>,
 ) {
@@ -131,9 +159,11 @@ pub(crate) fn watch_more(
         if also.iter().any(|a| a.index == i.index) {
             continue;
         }
-        match dp.attach(&i.target()) {
-            Ok(hooks) => notes.extend(hooks.note),
-            Err(e) => notes.push(format!("could not watch the uplink {}: {e}", i.name)),
+        if attached.insert(i.index) {
+            match dp.attach(&i.target()) {
+                Ok(hooks) => notes.extend(hooks.note),
+                Err(e) => notes.push(format!("could not watch the uplink {}: {e}", i.name)),
+            }
         }
         also.push(i);
     }

@@ -28,6 +28,7 @@ mod daemon_trust;
 mod dataplane_microbench;
 mod dataplane_netns;
 mod dataplane_test_run;
+mod diagnose_all;
 mod diagnose_daemon_cpu;
 mod diagnose_ecmp;
 mod diagnose_gateway;

@@ -1,0 +1,272 @@
+//! `netdoctor diagnose` with no interface, and with several: a host namespace with two
+//! wireguard-go tunnels over one veth underlay (its default route), one of them with an MTU
+//! that ignores WireGuard's 60 bytes of overhead. One process, one observation window:
+//! one report per interface, the broken tunnel named with its finding, the healthy tunnel
+//! and the default-route interface with none, the exit code from the worst, and the whole
+//! run within `--duration` plus a second from the start of the window. Healthy twin: both
+//! tunnels fit, exit 0 and no finding anywhere.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use netdoctor_lab::diagnosis::Diagnosis;
+use netdoctor_lab::observe::{Wall, OBSERVING};
+use netdoctor_lab::{lab_guard, netdoctor, Netns, PairTopology, WgConfig, WgTunnel};
+use serde_json::Value;
+
+/// The observation window of every run here.
+const WINDOW: Duration = Duration::from_secs(3);
+
+/// Two WireGuard tunnels from side a to side b of one veth pair, a's default route over
+/// the veth.
+struct TwoTunnels {
+    // Declared first: dropped (wireguard-go stopped) before the namespaces.
+    first: WgTunnel,
+    second: WgTunnel,
+    pair: PairTopology,
+}
+
+impl TwoTunnels {
+    /// The first tunnel with MTU `first_mtu`, the second with 1420 (what fits 1500 with
+    /// room to spare).
+    fn new(first_mtu: u32) -> Result<Self> {
+        let pair = PairTopology::new(1500)?;
+        pair.a.run(&[
+            "ip",
+            "route",
+            "add",
+            "default",
+            "via",
+            PairTopology::B_IP,
+            "dev",
+            PairTopology::IFNAME,
+        ])?;
+        let tunnel = |mtu, subnet: u8, listen_port| {
+            let config = WgConfig {
+                mtu,
+                a_addr: format!("10.{subnet}.0.1/24"),
+                b_addr: format!("10.{subnet}.0.2/24"),
+                listen_port,
+                ..WgConfig::default()
+            };
+            WgTunnel::new(
+                &pair.a,
+                PairTopology::A_IP,
+                &pair.b,
+                PairTopology::B_IP,
+                &config,
+            )
+        };
+        let first = tunnel(first_mtu, 250, 51820)?;
+        let second = tunnel(1420, 251, 51821)?;
+        Ok(TwoTunnels {
+            first,
+            second,
+            pair,
+        })
+    }
+}
+
+/// One run of `netdoctor ARGS` in `ns`: exit code, stdout, stderr and how long it took
+/// from the start of its observation.
+struct Run {
+    label: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+    wall: Wall,
+}
+
+fn run_timed(ns: &Netns, args: &[&str]) -> Result<Run> {
+    let bin = netdoctor::binary()?;
+    let label = format!("netdoctor {} (in {})", args.join(" "), ns.name());
+    let spawned = Instant::now();
+    let mut process = ns.spawn_command(&label, ns.command(&bin.to_string_lossy(), args))?;
+    process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
+    let observing = Instant::now();
+    let status = process.wait_timeout(WINDOW + Duration::from_secs(60))?;
+    let exited = Instant::now();
+    let code = status
+        .code()
+        .with_context(|| format!("`{label}` was killed ({status})"))?;
+    let run = Run {
+        code,
+        stdout: process.stdout()?,
+        stderr: process.stderr()?,
+        wall: Wall {
+            window: WINDOW,
+            setup: observing - spawned,
+            observed_to_exit: exited - observing,
+        },
+        label,
+    };
+    eprintln!(
+        "{}: exit {}, setup {:.2} s, observation to exit {:.2} s\n{}",
+        run.label,
+        run.code,
+        run.wall.setup.as_secs_f64(),
+        run.wall.observed_to_exit.as_secs_f64(),
+        run.stdout
+    );
+    ensure!(
+        run.stderr.matches(OBSERVING).count() == 1,
+        "`{}`: expected one observation window, stderr: {}",
+        run.label,
+        run.stderr
+    );
+    run.wall.check(&run.label)?;
+    Ok(run)
+}
+
+/// The reports of a several-interface `--json` document, each checked against the
+/// single report's schema, by interface name; and its `worst`.
+fn reports(run: &Run) -> Result<(Vec<Diagnosis>, Value)> {
+    let doc: Value = serde_json::from_str(&run.stdout)
+        .with_context(|| format!("`{}` printed no JSON: {}", run.label, run.stderr))?;
+    let names = doc["interfaces"]
+        .as_array()
+        .context("no interfaces array")?;
+    let reports = doc["reports"].as_array().context("no reports array")?;
+    ensure!(
+        names.len() == reports.len(),
+        "{} interfaces but {} reports",
+        names.len(),
+        reports.len()
+    );
+    let mut parsed = Vec::new();
+    for (name, r) in names.iter().zip(reports) {
+        let d = Diagnosis::parse(
+            format!("{} / {name}", run.label),
+            run.code,
+            &r.to_string(),
+            &run.stderr,
+        )?;
+        ensure!(d.json["interface"] == *name, "report order: {name}");
+        parsed.push(d);
+    }
+    Ok((parsed, doc["worst"].clone()))
+}
+
+fn report<'a>(reports: &'a [Diagnosis], iface: &str) -> Result<&'a Diagnosis> {
+    reports
+        .iter()
+        .find(|d| d.json["interface"] == iface)
+        .with_context(|| format!("no report for {iface}"))
+}
+
+/// The worst exit code of `reports` (0 without a finding).
+fn worst_code(reports: &[Diagnosis]) -> i32 {
+    reports
+        .iter()
+        .map(Diagnosis::expected_code)
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn no_interface_names_the_broken_tunnel_in_one_window() -> Result<()> {
+    lab_guard!("wireguard-go", "wg");
+    let lab = TwoTunnels::new(1480)?;
+    let (broken, healthy) = (lab.first.a.ifname(), lab.second.a.ifname());
+    let window = format!("{}s", WINDOW.as_secs());
+    let run = run_timed(&lab.pair.a, &["diagnose", "--duration", &window, "--json"])?;
+    let (reports, worst) = reports(&run)?;
+    let names: Vec<&Value> = reports.iter().map(|d| &d.json["interface"]).collect();
+    ensure!(
+        reports.len() == 3,
+        "expected the two tunnels and the default route's {}, got {names:?}",
+        PairTopology::IFNAME
+    );
+    let b = report(&reports, broken)?;
+    b.expect_finding("mtu.tunnel_exceeds_underlay", "critical")?;
+    for iface in [healthy, PairTopology::IFNAME] {
+        let d = report(&reports, iface)?;
+        ensure!(
+            d.findings().is_empty(),
+            "{iface} is healthy but has findings:\n{}",
+            d.describe()
+        );
+    }
+    ensure!(worst == "critical", "worst is {worst}, expected critical");
+    ensure!(
+        run.code == 2 && run.code == worst_code(&reports),
+        "exit {} is not the worst report's (critical: 2)",
+        run.code
+    );
+    Ok(())
+}
+
+#[test]
+fn several_named_interfaces_one_summary_line_each() -> Result<()> {
+    lab_guard!("wireguard-go", "wg");
+    let lab = TwoTunnels::new(1480)?;
+    let (broken, healthy) = (lab.first.a.ifname(), lab.second.a.ifname());
+    let window = format!("{}s", WINDOW.as_secs());
+    let run = run_timed(
+        &lab.pair.a,
+        &["diagnose", healthy, broken, "--duration", &window],
+    )?;
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let summary = |iface: &str| {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(&format!("{iface} ")))
+            .copied()
+            .unwrap_or_default()
+    };
+    ensure!(
+        lines.first() == Some(&"2 interfaces observed for 3.0s, worst: CRITICAL"),
+        "first line: {:?}",
+        lines.first()
+    );
+    ensure!(
+        summary(broken).contains("wireguard") && summary(broken).contains("CRITICAL"),
+        "summary of {broken}: {:?}",
+        summary(broken)
+    );
+    ensure!(
+        summary(healthy).contains("OK") && summary(healthy).ends_with("no findings"),
+        "summary of {healthy}: {:?}",
+        summary(healthy)
+    );
+    ensure!(
+        !run.stdout
+            .contains(&format!("── {} ──", PairTopology::IFNAME)),
+        "only the interfaces named are diagnosed"
+    );
+    // The findings are grouped under their interface: the broken one's under its header.
+    let section = run
+        .stdout
+        .split(&format!("── {broken} ──"))
+        .nth(1)
+        .context("no section for the broken tunnel")?;
+    ensure!(
+        section.contains("CRITICAL mtu.tunnel_exceeds_underlay"),
+        "{section}"
+    );
+    ensure!(run.code == 2, "exit {}, expected 2", run.code);
+    Ok(())
+}
+
+#[test]
+fn two_healthy_tunnels_exit_0_with_no_finding() -> Result<()> {
+    lab_guard!("wireguard-go", "wg");
+    let lab = TwoTunnels::new(1420)?;
+    let window = format!("{}s", WINDOW.as_secs());
+    let run = run_timed(
+        &lab.pair.a,
+        &["diagnose", "--all", "--duration", &window, "--json"],
+    )?;
+    let (reports, worst) = reports(&run)?;
+    ensure!(
+        reports.len() == 3,
+        "expected 3 reports, got {}",
+        reports.len()
+    );
+    for d in &reports {
+        ensure!(d.findings().is_empty(), "a finding:\n{}", d.describe());
+    }
+    ensure!(worst.is_null(), "worst is {worst}, expected null");
+    ensure!(run.code == 0, "exit {}, expected 0", run.code);
+    Ok(())
+}

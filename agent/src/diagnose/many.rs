@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
-use super::probes::Probes;
+use super::probes::{Outcomes, Pool, Probes};
 use super::target::Target;
 use super::{signals, DiagnoseOptions, Error, Progress, Report, AFTER_WINDOW, LOOK_EVERY};
 use crate::config::bond;
@@ -33,6 +33,8 @@ struct Window<'a, 'obj> {
     dp_start: Option<Snapshot>,
     sockets: Option<&'a SocketProbes<'obj>>,
     baseline: Option<Baseline>,
+    /// The path-MTU probes of every interface.
+    pool: Pool,
     /// Interfaces the data plane is attached to.
     attached: HashSet<u32>,
     started: Instant,
@@ -87,32 +89,25 @@ pub(super) async fn run(
         .iter()
         .map(|t| Ok(build::Readings::take(&t.tun, drops.as_ref())?.with_links(links.clone())))
         .collect::<Result<Vec<_>, Error>>()?;
+    let dp_start = dp.as_ref().map(Dataplane::snapshot).transpose()?;
+    let baseline = sockets.as_ref().map(Baseline::take).transpose()?;
+    progress.step(&observing(&ifaces, opts.duration));
+    let started = Instant::now();
     let mut w = Window {
         all: &all,
         routes: &routes,
         gateway,
         probe: opts.probe,
-        dp_start: dp.as_ref().map(Dataplane::snapshot).transpose()?,
         dp,
+        dp_start,
         sockets: sockets.as_ref(),
-        baseline: sockets.as_ref().map(Baseline::take).transpose()?,
+        baseline,
         attached,
-        started: Instant::now(),
+        pool: Pool::new(started + opts.duration + AFTER_WINDOW),
+        started,
         duration: opts.duration,
     };
-    progress.step(&observing(&ifaces, opts.duration));
-    w.started = Instant::now();
-    let mut probes: Vec<Probes> = ifaces
-        .iter()
-        .map(|t| {
-            let mut p = Probes::new(w.end() + AFTER_WINDOW);
-            if opts.probe {
-                let aims = targets::endpoint_targets(&t.tun.endpoints, t.underlay.route_mtu);
-                p.start(aims, progress);
-            }
-            p
-        })
-        .collect();
+    let mut probes: Vec<Probes> = ifaces.iter().map(|_| Probes::new()).collect();
     observe(&mut w, &mut ifaces, &starts, &mut probes, progress).await?;
     let observed = close(w, &mut ifaces, &starts, drops.as_ref()).await?;
     let has_drops = drops.is_some();
@@ -128,10 +123,9 @@ pub(super) async fn run(
         let facts = t.with_bridge(facts, window, ends);
         reports.push(t.report(
             facts,
-            probes,
+            opts.probe.then_some((probes, &observed.probes)),
             &rules,
             &missing,
-            opts.probe,
             observed.elapsed,
         ));
     }
@@ -193,7 +187,8 @@ fn observing(ifaces: &[Target], duration: Duration) -> String {
     )
 }
 
-/// Waits out the window, reading the socket probes' close events (a bounded ring) and,
+/// Starts the probes toward the tunnels' endpoints, then waits out the window, reading the
+/// socket probes' close events (a bounded ring) and,
 /// every [`LOOK_EVERY`], what the window shows so far: more probe targets (endpoints seen,
 /// stalled connections) and a gateway's uplinks to watch from then on.
 async fn observe(
@@ -203,6 +198,12 @@ async fn observe(
     probes: &mut [Probes],
     progress: &dyn Progress,
 ) -> Result<(), Error> {
+    if w.probe {
+        for (t, p) in ifaces.iter().zip(probes.iter_mut()) {
+            let aims = targets::endpoint_targets(&t.tun.endpoints, t.underlay.route_mtu);
+            p.start(&mut w.pool, aims, progress);
+        }
+    }
     let mut next_look = w.started + LOOK_EVERY.min(w.duration / 3);
     while w.started.elapsed() < w.duration {
         let left = w.duration.saturating_sub(w.started.elapsed());
@@ -263,7 +264,8 @@ async fn look(
         };
         let facts = look.provisional().await?;
         if probing {
-            probes.start(targets::probe_targets(&facts, &t.underlay, &t.me), progress);
+            let aims = targets::probe_targets(&facts, &t.underlay, &t.me);
+            probes.start(&mut w.pool, aims, progress);
         }
         if let Some(dp) = w.dp.as_mut().filter(|_| uplinks) {
             let wanted = watch::also_watch(
@@ -287,6 +289,8 @@ struct Observed {
     elapsed: Duration,
     facts: Vec<Facts>,
     ends: Vec<build::Readings>,
+    /// How every path-MTU probe ended.
+    probes: Outcomes,
 }
 
 /// Closes the window (the data plane detached before the peers are read again, so a
@@ -311,6 +315,7 @@ async fn close(
         routes,
         sockets,
         baseline,
+        pool,
         ..
     } = w;
     drop(dp);
@@ -374,5 +379,6 @@ async fn close(
         elapsed,
         facts,
         ends,
+        probes: pool.finish(),
     })
 }

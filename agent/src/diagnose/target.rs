@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::probes::Probes;
+use super::probes::{Outcomes, Probes};
 use super::Report;
 use crate::config::bridge::Bridge;
 use crate::config::iface::Interface;
@@ -91,17 +91,17 @@ impl Target {
         facts
     }
 
-    /// The report of one interface: its probes' results in its facts, then the rules.
+    /// The report of one interface: its probes' results in its facts (`probes`: its probes
+    /// and how every probe ended; `None` with `--no-probe`), then the rules.
     pub(super) fn report(
         mut self,
         mut facts: Facts,
-        probes: Probes,
+        probes: Option<(Probes, &Outcomes)>,
         rules: &RuleSet,
         missing: &[String],
-        probe: bool,
         elapsed: Duration,
     ) -> Report {
-        if probe {
+        if let Some((probes, outcomes)) = probes {
             // Targets the whole window names but no probe started on (found in its last
             // second, or beyond the number of probes): said, not silently dropped.
             for (_, target, _) in targets::probe_targets(&facts, &self.underlay, &self.me) {
@@ -112,7 +112,7 @@ impl Target {
                 ));
                 }
             }
-            let results = probes.finish(&mut self.notes);
+            let results = probes.finish(outcomes, &mut self.notes);
             targets::apply_probes(&mut facts, &self.tun, &results);
         } else {
             self.notes

@@ -4,7 +4,8 @@
 //! one report per interface, the broken tunnel named with its finding, the healthy tunnel
 //! and the default-route interface with none, the exit code from the worst, and the whole
 //! run within `--duration` plus a second from the start of the window. Healthy twin: both
-//! tunnels fit, exit 0 and no finding anywhere.
+//! tunnels fit, exit 0 and no finding anywhere. The two tunnels share one path-MTU probe
+//! toward their common endpoint address.
 
 use std::time::{Duration, Instant};
 
@@ -185,6 +186,23 @@ fn no_interface_names_the_broken_tunnel_in_one_window() -> Result<()> {
             d.findings().is_empty(),
             "{iface} is healthy but has findings:\n{}",
             d.describe()
+        );
+    }
+    // Both tunnels' endpoints are on b's underlay address: one probe serves both, and
+    // both reports have its path MTU.
+    let probe_line = format!("probing the path MTU toward {}", PairTopology::B_IP);
+    ensure!(
+        run.stderr.matches(&probe_line).count() == 1,
+        "expected one probe toward {}, stderr: {}",
+        PairTopology::B_IP,
+        run.stderr
+    );
+    for iface in [broken, healthy] {
+        let d = report(&reports, iface)?;
+        ensure!(
+            d.fact("tunnel.path_mtu").as_i64() == Some(1500),
+            "{iface}: probed path MTU {}",
+            d.fact("tunnel.path_mtu")
         );
     }
     ensure!(worst == "critical", "worst is {worst}, expected critical");

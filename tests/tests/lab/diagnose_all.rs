@@ -288,3 +288,25 @@ fn two_healthy_tunnels_exit_0_with_no_finding() -> Result<()> {
     ensure!(run.code == 0, "exit {}, expected 0", run.code);
     Ok(())
 }
+
+#[test]
+fn nothing_to_diagnose_exits_3_saying_what_to_do() -> Result<()> {
+    lab_guard!(netns);
+    // A namespace with only its loopback: no tunnel, no default route.
+    let ns = Netns::new()?;
+    let out = netdoctor::run(
+        Some(&ns),
+        &["diagnose", "--duration", "1s"],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(3)
+            && stderr.contains("nothing to diagnose")
+            && stderr.contains("netdoctor diagnose IFACE"),
+        "expected exit 3 naming what to do, got {:?}: {stderr}",
+        out.status.code()
+    );
+    ensure!(out.stdout.is_empty(), "no report: {:?}", out.stdout);
+    Ok(())
+}

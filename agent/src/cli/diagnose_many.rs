@@ -48,9 +48,12 @@ impl Many {
             .iter()
             .map(|r| r.duration_s)
             .fold(0.0, f64::max);
+        let count = match self.reports.len() {
+            1 => "1 interface".to_owned(),
+            n => format!("{n} interfaces"),
+        };
         let mut lines = vec![format!(
-            "{} interfaces observed for {duration:.1}s, worst: {}",
-            self.reports.len(),
+            "{count} observed for {duration:.1}s, worst: {}",
             label(self.worst, color, 0)
         )];
         let name_w = column_width(self.reports.iter().map(|r| r.interface.as_str()));
@@ -141,6 +144,10 @@ mod tests {
         assert_eq!(json["worst"], "critical");
         assert_eq!(json["reports"][1]["interface"], "wg-broken");
         let healthy = Many::new(vec![report("wg0", &[])]);
+        assert_eq!(
+            healthy.summary(false)[0],
+            "1 interface observed for 5.0s, worst: OK"
+        );
         assert_eq!(
             serde_json::to_value(&healthy).expect("json")["worst"],
             serde_json::Value::Null

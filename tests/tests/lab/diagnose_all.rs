@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::observe::{Wall, OBSERVING};
-use netdoctor_lab::{lab_guard, netdoctor, Netns, PairTopology, WgConfig, WgTunnel};
+use netdoctor_lab::{
+    lab_guard, netdoctor, traffic, Iperf3Opts, Iperf3Server, Netns, PairTopology, WgConfig,
+    WgTunnel,
+};
 use serde_json::Value;
 
 /// The observation window of every run here.
@@ -79,14 +82,32 @@ struct Run {
 }
 
 fn run_timed(ns: &Netns, args: &[&str]) -> Result<Run> {
+    run_loaded(ns, args, WINDOW, || Ok(()))
+}
+
+/// [`run_timed`] with a `window` and `load` (the traffic) run on another thread once the
+/// observation began.
+fn run_loaded<F>(ns: &Netns, args: &[&str], window: Duration, load: F) -> Result<Run>
+where
+    F: FnOnce() -> Result<()> + Send,
+{
     let bin = netdoctor::binary()?;
     let label = format!("netdoctor {} (in {})", args.join(" "), ns.name());
     let spawned = Instant::now();
     let mut process = ns.spawn_command(&label, ns.command(&bin.to_string_lossy(), args))?;
     process.wait_for_output(OBSERVING, netdoctor::START_TIMEOUT)?;
     let observing = Instant::now();
-    let status = process.wait_timeout(WINDOW + Duration::from_secs(60))?;
-    let exited = Instant::now();
+    let (status, exited, load) = std::thread::scope(|scope| {
+        let traffic = scope.spawn(load);
+        let status = process.wait_timeout(window + Duration::from_secs(60));
+        let exited = Instant::now();
+        let load = traffic
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the traffic thread panicked")));
+        (status, exited, load)
+    });
+    let status = status?;
+    load.context("traffic during the observation")?;
     let code = status
         .code()
         .with_context(|| format!("`{label}` was killed ({status})"))?;
@@ -95,7 +116,7 @@ fn run_timed(ns: &Netns, args: &[&str]) -> Result<Run> {
         stdout: process.stdout()?,
         stderr: process.stderr()?,
         wall: Wall {
-            window: WINDOW,
+            window,
             setup: observing - spawned,
             observed_to_exit: exited - observing,
         },
@@ -308,5 +329,63 @@ fn nothing_to_diagnose_exits_3_saying_what_to_do() -> Result<()> {
         out.status.code()
     );
     ensure!(out.stdout.is_empty(), "no report: {:?}", out.stdout);
+    Ok(())
+}
+
+/// Both tunnels loaded (iperf3 through each at 100 Mbit/s, both MTUs fitting) during a 5 s
+/// window: still one window, the end within a second of it (probes and the per-interface
+/// facts included), and no finding on any interface.
+#[test]
+fn two_loaded_tunnels_end_within_a_second_of_the_window() -> Result<()> {
+    lab_guard!("wireguard-go", "wg", "iperf3");
+    let lab = TwoTunnels::new(1420)?;
+    let _servers = [
+        Iperf3Server::start(&lab.pair.b, 5311)?,
+        Iperf3Server::start(&lab.pair.b, 5312)?,
+    ];
+    let a = &lab.pair.a;
+    let load = || {
+        std::thread::scope(|scope| {
+            let sends = [(&lab.first, 5311), (&lab.second, 5312)].map(|(wg, port)| {
+                scope.spawn(move || {
+                    let opts = Iperf3Opts {
+                        port,
+                        duration_secs: 3,
+                        bitrate: Some("100M".into()),
+                        ..Iperf3Opts::new(wg.b.ip())
+                    };
+                    traffic::iperf3_client(a, &opts)
+                })
+            });
+            for send in sends {
+                let report = send
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("iperf3 thread panicked")))?;
+                ensure!(report.received_bytes > 0, "iperf3 moved nothing");
+            }
+            Ok(())
+        })
+    };
+    let args = ["diagnose", "--duration", "5s", "--json"];
+    let run = run_loaded(a, &args, Duration::from_secs(5), load)?;
+    let (reports, worst) = reports(&run)?;
+    ensure!(
+        reports.len() == 3,
+        "expected 3 reports, got {}",
+        reports.len()
+    );
+    for d in &reports {
+        ensure!(d.problems().is_empty(), "a problem:\n{}", d.describe());
+    }
+    for wg in [&lab.first, &lab.second] {
+        let d = report(&reports, wg.a.ifname())?;
+        ensure!(
+            d.fact("traffic.tx_segments").as_i64() > Some(1000),
+            "{} carried iperf3's traffic:\n{}",
+            wg.a.ifname(),
+            d.describe()
+        );
+    }
+    ensure!(worst.is_null() && run.code == 0, "exit {}", run.code);
     Ok(())
 }

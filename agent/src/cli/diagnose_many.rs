@@ -112,6 +112,7 @@ mod tests {
                     fix: String::new(),
                     reference: None,
                     subject: None,
+                    unknown: Default::default(),
                 })
                 .collect(),
             not_evaluated: Vec::new(),

@@ -32,9 +32,20 @@ struct TwoTunnels {
 
 impl TwoTunnels {
     /// The first tunnel with MTU `first_mtu`, the second with 1420 (what fits 1500 with
-    /// room to spare).
+    /// room to spare), both to b's address on the veth.
     fn new(first_mtu: u32) -> Result<Self> {
+        Self::with_second_peer(first_mtu, PairTopology::B_IP)
+    }
+
+    /// [`TwoTunnels::new`] with the second tunnel's peer at `second_peer`, another address
+    /// of b on the veth (added here when it is not b's first).
+    fn with_second_peer(first_mtu: u32, second_peer: &str) -> Result<Self> {
         let pair = PairTopology::new(1500)?;
+        if second_peer != PairTopology::B_IP {
+            let addr = format!("{second_peer}/24");
+            pair.b
+                .run(&["ip", "addr", "add", &addr, "dev", PairTopology::IFNAME])?;
+        }
         pair.a.run(&[
             "ip",
             "route",
@@ -45,7 +56,7 @@ impl TwoTunnels {
             "dev",
             PairTopology::IFNAME,
         ])?;
-        let tunnel = |mtu, subnet: u8, listen_port| {
+        let tunnel = |mtu, subnet: u8, listen_port, peer: &str| {
             let config = WgConfig {
                 mtu,
                 a_addr: format!("10.{subnet}.0.1/24"),
@@ -53,16 +64,10 @@ impl TwoTunnels {
                 listen_port,
                 ..WgConfig::default()
             };
-            WgTunnel::new(
-                &pair.a,
-                PairTopology::A_IP,
-                &pair.b,
-                PairTopology::B_IP,
-                &config,
-            )
+            WgTunnel::new(&pair.a, PairTopology::A_IP, &pair.b, peer, &config)
         };
-        let first = tunnel(first_mtu, 250, 51820)?;
-        let second = tunnel(1420, 251, 51821)?;
+        let first = tunnel(first_mtu, 250, 51820, PairTopology::B_IP)?;
+        let second = tunnel(1420, 251, 51821, second_peer)?;
         Ok(TwoTunnels {
             first,
             second,
@@ -332,6 +337,39 @@ fn nothing_to_diagnose_exits_3_saying_what_to_do() -> Result<()> {
     Ok(())
 }
 
+/// iperf3 through both tunnels at 100 Mbit/s for 3 s, to the servers `lab_servers` started.
+fn load_both(lab: &TwoTunnels) -> Result<()> {
+    let a = &lab.pair.a;
+    std::thread::scope(|scope| {
+        let sends = [(&lab.first, 5311), (&lab.second, 5312)].map(|(wg, port)| {
+            scope.spawn(move || {
+                let opts = Iperf3Opts {
+                    port,
+                    duration_secs: 3,
+                    bitrate: Some("100M".into()),
+                    ..Iperf3Opts::new(wg.b.ip())
+                };
+                traffic::iperf3_client(a, &opts)
+            })
+        });
+        for send in sends {
+            let report = send
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("iperf3 thread panicked")))?;
+            ensure!(report.received_bytes > 0, "iperf3 moved nothing");
+        }
+        Ok(())
+    })
+}
+
+/// The iperf3 servers [`load_both`] sends to.
+fn lab_servers(lab: &TwoTunnels) -> Result<[Iperf3Server; 2]> {
+    Ok([
+        Iperf3Server::start(&lab.pair.b, 5311)?,
+        Iperf3Server::start(&lab.pair.b, 5312)?,
+    ])
+}
+
 /// Both tunnels loaded (iperf3 through each at 100 Mbit/s, both MTUs fitting) during a 5 s
 /// window: still one window, the end within a second of it (probes and the per-interface
 /// facts included), and no finding on any interface.
@@ -339,35 +377,11 @@ fn nothing_to_diagnose_exits_3_saying_what_to_do() -> Result<()> {
 fn two_loaded_tunnels_end_within_a_second_of_the_window() -> Result<()> {
     lab_guard!("wireguard-go", "wg", "iperf3");
     let lab = TwoTunnels::new(1420)?;
-    let _servers = [
-        Iperf3Server::start(&lab.pair.b, 5311)?,
-        Iperf3Server::start(&lab.pair.b, 5312)?,
-    ];
-    let a = &lab.pair.a;
-    let load = || {
-        std::thread::scope(|scope| {
-            let sends = [(&lab.first, 5311), (&lab.second, 5312)].map(|(wg, port)| {
-                scope.spawn(move || {
-                    let opts = Iperf3Opts {
-                        port,
-                        duration_secs: 3,
-                        bitrate: Some("100M".into()),
-                        ..Iperf3Opts::new(wg.b.ip())
-                    };
-                    traffic::iperf3_client(a, &opts)
-                })
-            });
-            for send in sends {
-                let report = send
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("iperf3 thread panicked")))?;
-                ensure!(report.received_bytes > 0, "iperf3 moved nothing");
-            }
-            Ok(())
-        })
-    };
+    let _servers = lab_servers(&lab)?;
     let args = ["diagnose", "--duration", "5s", "--json"];
-    let run = run_loaded(a, &args, Duration::from_secs(5), load)?;
+    let run = run_loaded(&lab.pair.a, &args, Duration::from_secs(5), || {
+        load_both(&lab)
+    })?;
     let (reports, worst) = reports(&run)?;
     ensure!(
         reports.len() == 3,
@@ -387,5 +401,35 @@ fn two_loaded_tunnels_end_within_a_second_of_the_window() -> Result<()> {
         );
     }
     ensure!(worst.is_null() && run.code == 0, "exit {}", run.code);
+    Ok(())
+}
+
+/// Both loaded, the first at 1480 on a 1500 underlay: its encapsulated packets are
+/// fragmented on the shared underlay, and only it is blamed for the fragments; its
+/// neighbour at 1420 (another peer, on the same underlay) has no finding.
+#[test]
+fn a_fragmenting_tunnel_is_not_blamed_on_its_neighbour() -> Result<()> {
+    lab_guard!("wireguard-go", "wg", "iperf3");
+    let lab = TwoTunnels::with_second_peer(1480, "10.201.0.3")?;
+    let _servers = lab_servers(&lab)?;
+    let args = ["diagnose", "--duration", "5s", "--json", "--no-probe"];
+    let run = run_loaded(&lab.pair.a, &args, Duration::from_secs(5), || {
+        load_both(&lab)
+    })?;
+    let (reports, _) = reports(&run)?;
+    let broken = report(&reports, lab.first.a.ifname())?;
+    broken.expect_finding("mtu.underlay_fragmentation", "warning")?;
+    ensure!(
+        broken.fact("tunnel.underlay_fragments").as_i64() > Some(100),
+        "the broken tunnel's fragments:\n{}",
+        broken.describe()
+    );
+    let healthy = report(&reports, lab.second.a.ifname())?;
+    ensure!(
+        healthy.problems().is_empty()
+            && healthy.fact("tunnel.underlay_fragments").as_i64() == Some(0),
+        "the neighbour is blamed:\n{}",
+        healthy.describe()
+    );
     Ok(())
 }

@@ -51,6 +51,41 @@ pub(super) fn endpoints(configured: &[SocketAddr], outer: &[&Flow]) -> Vec<Socke
     endpoints
 }
 
+/// Of the `fragments` the underlay `underlay` carried in the window, those of this tunnel.
+/// A later fragment has no transport header: the data plane records it as a flow of its
+/// protocol with ports 0, between the addresses of the packet it belongs to. UDP with both
+/// ports 0 is nothing else, so the share of the underlay's later UDP fragments exchanged with
+/// the tunnel's endpoints is the share of its fragments that are the tunnel's: a neighbour
+/// tunnel (or any other host) fragmenting on the same underlay is not this tunnel's doing.
+/// Without later UDP fragments to attribute (a GRE or IPIP tunnel's fragments, whose packets
+/// have no ports anyway), every fragment of the underlay counts.
+fn tunnel_fragments(
+    fragments: u64,
+    flows: &[Flow],
+    underlay: u32,
+    endpoints: &[SocketAddr],
+) -> u64 {
+    let later = flows.iter().filter(|f| {
+        f.ifindex == underlay && f.protocol == 17 && f.src_port == 0 && f.dst_port == 0
+    });
+    let (mut all, mut ours) = (0u64, 0u64);
+    for f in later {
+        let remote = match f.direction {
+            Direction::Egress => f.dst,
+            Direction::Ingress => f.src,
+        };
+        all = all.saturating_add(f.packets);
+        if endpoints.iter().any(|e| e.ip() == remote) {
+            ours = ours.saturating_add(f.packets);
+        }
+    }
+    if all == 0 {
+        return fragments;
+    }
+    // fragments x ours / all, in u128 so that the product cannot overflow.
+    u64::try_from(u128::from(fragments) * u128::from(ours) / u128::from(all)).unwrap_or(u64::MAX)
+}
+
 impl Observation<'_> {
     /// The `tunnel` section.
     pub(super) async fn tunnel_facts(&self, seen: &Seen<'_>) -> TunnelFacts {
@@ -114,7 +149,12 @@ impl Observation<'_> {
                 .map(|d| d.command.clone())
                 .unwrap_or_default(),
             methods: self.tun.methods.clone(),
-            underlay_fragments: to_i64(underlay_counters.fragments()),
+            underlay_fragments: to_i64(tunnel_fragments(
+                underlay_counters.fragments(),
+                underlay_iface.map_or(&[][..], |_| &self.window.flows[..]),
+                underlay_iface.map_or(0, |u| u.index),
+                &seen.endpoints,
+            )),
             underlay_bond_policy: bond
                 .as_ref()
                 .map(|b| b.xmit_hash_policy.clone())
@@ -174,5 +214,66 @@ impl Observation<'_> {
             })
             .unwrap_or_default();
         (bond, traffic)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A later fragment's flow: UDP, ports 0, from `src` to `dst` on interface 2.
+    fn later(dir: Direction, src: &str, dst: &str, packets: u64) -> Flow {
+        Flow {
+            ifindex: 2,
+            direction: dir,
+            protocol: 17,
+            src: src.parse().expect("src"),
+            src_port: 0,
+            dst: dst.parse().expect("dst"),
+            dst_port: 0,
+            packets,
+            segments: packets,
+            bytes: packets * 100,
+            first_seen_ms: 0,
+            last_seen_ms: 0,
+            tcp_flags: 0,
+            syn_mss: None,
+            max_segment: 100,
+            retransmits: 0,
+            encap: Encap::None,
+            wireguard: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_neighbours_fragments_are_not_this_tunnels() {
+        let me: Vec<SocketAddr> = vec!["192.0.2.2:51820".parse().expect("endpoint")];
+        let v6: Vec<SocketAddr> = vec!["[2001:db8::2]:51820".parse().expect("endpoint")];
+        // The neighbour's peer, 198.51.100.7, fragments; this tunnel's does not.
+        let flows = [later(Direction::Egress, "192.0.2.1", "198.51.100.7", 500)];
+        assert_eq!(tunnel_fragments(1000, &flows, 2, &me), 0);
+        // This tunnel fragments alone: every fragment is its own, in either direction.
+        let flows = [later(Direction::Ingress, "192.0.2.2", "192.0.2.1", 500)];
+        assert_eq!(tunnel_fragments(1000, &flows, 2, &me), 1000);
+        // Both: the share of the later fragments.
+        let flows = [
+            later(Direction::Egress, "192.0.2.1", "192.0.2.2", 100),
+            later(Direction::Egress, "192.0.2.1", "198.51.100.7", 300),
+        ];
+        assert_eq!(tunnel_fragments(800, &flows, 2, &me), 200);
+        // IPv6 endpoints; another interface's fragments do not count.
+        let flows = [
+            later(Direction::Egress, "2001:db8::1", "2001:db8::2", 10),
+            Flow {
+                ifindex: 3,
+                ..later(Direction::Egress, "192.0.2.1", "198.51.100.7", 90)
+            },
+        ];
+        assert_eq!(tunnel_fragments(20, &flows, 2, &v6), 20);
+        // Nothing to attribute by (no later UDP fragment seen): all of the underlay's.
+        let mut gre = later(Direction::Egress, "192.0.2.1", "198.51.100.7", 5);
+        gre.protocol = 47;
+        assert_eq!(tunnel_fragments(7, &[gre], 2, &me), 7);
+        assert_eq!(tunnel_fragments(7, &[], 2, &me), 7);
     }
 }

@@ -23,6 +23,9 @@
  *   does not evict busy flows whose packets all hit the cache.
  * - Time: a slot reads the (coarse, tick-granular) clock only when jiffies moved since its
  *   last packet.
+ * - WireGuard: a slot's third line holds the flow's WireGuard message counts and, for an
+ *   underlay flow received, the session its transport data carries (wg_path.bpf.h), so a
+ *   data message costs this lookup only; non-WireGuard packets never touch that line.
  * - The agent reads the table and the slots and adds them up
  *   (agent/src/kernel/packet/flow_cache.rs); the slots' sequence lock tells it when a
  *   retirement raced with its read.
@@ -37,6 +40,7 @@
 #include "compat.bpf.h"
 #include "flow_table.bpf.h"
 #include "flow_seq.bpf.h"
+#include "wg_path.bpf.h"
 
 /* Jiffies without a packet after which a slot may be given to another flow. */
 #define ND_SLOT_IDLE_J 4
@@ -46,7 +50,7 @@
 /* CPU c owns slots [c * ND_FLOW_CACHE_SLOTS, (c + 1) * ND_FLOW_CACHE_SLOTS); the agent
  * sets max_entries to (possible CPUs) x ND_FLOW_CACHE_SLOTS before load (a CPU without
  * slots would count in the table). A plain array partitioned by CPU rather than a per-CPU
- * array because BPF_F_MMAPABLE makes it start on a page, so every 128-byte slot is two
+ * array because BPF_F_MMAPABLE makes it start on a page, so every 192-byte slot is three
  * whole cache lines (array values otherwise start 56 bytes into a line; per-CPU values
  * are 8-byte aligned), and lets the agent map it and read every slot without a system
  * call. Only the owning CPU writes a slot. */
@@ -58,30 +62,35 @@ struct {
 	__type(value, struct nd_flow_slot);
 } flow_cache SEC(".maps");
 
-_Static_assert(sizeof(struct nd_flow_slot) == 128, "a slot is two cache lines");
 _Static_assert(__builtin_offsetof(struct nd_flow_slot, last_j) == 44, "a hit stays in the first line");
 
-/* Adds a retired slot's counts to its flow's table entry (recreating an evicted one). */
-static __always_inline void table_merge(const struct nd_flow_slot *old)
+/* A slot's counts as a table value (`v`), before the slot is retired. */
+static __always_inline void slot_counts(const struct nd_flow_slot *s, struct nd_flow_stats *v)
 {
-	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, &old->key);
+	__builtin_memset(v, 0, sizeof(*v));
+	v->packets = s->packets;
+	v->segs = s->segs;
+	v->bytes = s->bytes;
+	v->first_ns = s->first_ns;
+	v->last_ns = s->last_ns;
+	v->retrans_segs = s->retrans_segs;
+	__builtin_memcpy(v->wg_msgs, s->wg_msgs, sizeof(v->wg_msgs));
+	v->max_seg = s->max_seg;
+	v->tcp_flags = s->tcp_flags;
+	v->encap = s->encap;
+}
+
+/* Adds a retired slot's counts (slot_counts()) to its flow's table entry (recreating an
+ * evicted one). */
+static __always_inline void table_merge(const struct nd_flow_key *key,
+					const struct nd_flow_stats *old)
+{
+	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, key);
 
 	if (!fs) {
-		struct nd_flow_stats init = {};
-
-		init.packets = old->packets;
-		init.segs = old->segs;
-		init.bytes = old->bytes;
-		init.first_ns = old->first_ns;
-		init.last_ns = old->last_ns;
-		init.retrans_segs = old->retrans_segs;
-		__builtin_memcpy(init.wg_msgs, old->wg_msgs, sizeof(init.wg_msgs));
-		init.max_seg = old->max_seg;
-		init.tcp_flags = old->tcp_flags;
-		init.encap = old->encap;
-		if (table_insert(&old->key, &init) == 0)
+		if (table_insert(key, old) == 0)
 			return;
-		fs = bpf_map_lookup_elem(&flows, &old->key); /* another CPU created it meanwhile */
+		fs = bpf_map_lookup_elem(&flows, key); /* another CPU created it meanwhile */
 		if (!fs)
 			return;
 	}
@@ -113,13 +122,26 @@ static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *
 {
 	if (!p)
 		return 0;
+	int wg_data = wg_rx_data(p);
+
 	if (!s || (!flush && s->used && p->now_j - s->last_j <= ND_SLOT_IDLE_J)) {
 		table_add(p, retrans);
+		if (wg_data) {
+			wg_table_count(p);
+			wg_confirm(p->wg_idx);
+		}
 		return 0;
 	}
-	struct nd_flow_slot old = *s;
+	/* What the slot held: the flow's counts and its session's, for the tables below. */
+	struct nd_flow_key old_key = s->key;
+	struct nd_flow_stats old;
+	struct nd_wg_key wk;
+	__u32 old_used = s->used;
+	struct nd_wg_rx *wv = wg_slot_session(s, &wk);
 	__u64 now = nd_now_ns();
-	__u32 gen = old.gen_end + 1;
+	__u32 gen = s->gen_end + 1;
+
+	slot_counts(s, &old);
 
 	/* Retire and take the slot under its sequence lock: gen_end, contents, gen_begin. The
 	 * old counts reach the table only after (the locked adds below are ordered after these
@@ -140,6 +162,12 @@ static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *
 	__builtin_memset(s->wg_msgs, 0, sizeof(s->wg_msgs));
 	if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
 		s->wg_msgs[p->wg_msg] = 1;
+	if (wg_data) {
+		s->wg_index = p->wg_idx;
+		wg_first(&s->wg, &s->wg_last_j, p);
+	} else {
+		s->wg.packets = 0;
+	}
 	s->max_seg = p->seg_len > 0xffff ? 0xffff : p->seg_len;
 	s->tcp_flags = p->is_tcp ? p->tcp_flags : 0;
 	s->encap = p->encap;
@@ -147,8 +175,12 @@ static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *
 	barrier();
 	s->gen_begin = gen;
 
-	if (old.used)
-		table_merge(&old);
+	if (old_used)
+		table_merge(&old_key, &old);
+	if (wv)
+		wg_table_merge(&wk, wv);
+	if (wg_data)
+		wg_confirm(p->wg_idx);
 	/* The new flow's table entry: first seen, the SYN's MSS, the table's entry count. */
 	struct nd_flow_stats *fs = table_get(&p->key, now);
 
@@ -240,8 +272,8 @@ static __always_inline void flow_record(struct nd_pkt *p)
 	}
 	if (retrans)
 		s->retrans_segs += retrans;
-	if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
-		s->wg_msgs[p->wg_msg]++;
+	if (unlikely(p->wg_msg >= 0))
+		wg_slot_msg(s, p);
 	if (p->syn_mss)
 		nd_flow_touch(s, p);
 }

@@ -41,9 +41,8 @@
 #define ND_LOCAL_V6 4
 #define ND_LOCAL_SEQ_BITS 12
 #define ND_LOCAL_SEQ_SLOTS (1 << ND_LOCAL_SEQ_BITS)
-/* WireGuard sessions received (wg_path.bpf.h): slots per CPU of the session cache (a power of
- * 2), entries of the LRU table behind it, and handshakes this host sent. */
-#define ND_WG_CACHE_SLOTS 256
+/* WireGuard sessions received (wg_path.bpf.h): entries of the LRU table behind the flow cache's
+ * slots, and handshakes this host sent. */
 #define ND_WG_SESSIONS 2048
 #define ND_WG_HANDSHAKES 4096
 
@@ -161,18 +160,32 @@ struct nd_flow_stats {
 	__u8 pad;
 };
 
+/* What one CPU counted of a WireGuard session's transport-data messages (wg_path.bpf.h), in a
+ * flow cache slot or in the table `wg_rx`. 40 bytes. */
+struct nd_wg_ctr {
+	__u64 high;    /* highest counter seen */
+	__u64 low;     /* lowest counter seen */
+	__u64 window;  /* bit i: counter high - i seen on this CPU (duplicates are not counted) */
+	__u64 last_ns; /* CLOCK_MONOTONIC (coarse) of the latest message, written once a tick */
+	__u32 packets; /* messages (a GSO packet counts its segments); 0: none on this CPU */
+	__u32 dups;    /* messages whose counter this CPU had seen */
+};
+
 /* One slot of the per-CPU flow cache: a flow and what it carried since this CPU took the
  * slot. The agent reads the slots (mapped read-only) and adds them to the table's values;
  * both are cumulative and a slot's counts reach the table only when the slot is retired
  * (or flushed, before its 32-bit byte count would wrap).
  *
- * 128 bytes, so a slot is exactly two cache lines of the page-aligned array: the first
+ * 192 bytes, so a slot is exactly three cache lines of the page-aligned array: the first
  * holds everything a cache hit reads and writes, the second what changes once a tick or
- * rarely. `gen_begin`/`gen_end` form a sequence lock for the reader: a retirement writes
- * `gen_end`, then the contents, then `gen_begin`, so a copy read after `gen_begin` and
- * before `gen_end` with both equal is not torn, and a generation that did not move between
- * two reads means the slot was not retired (its counts did not reach the table) in
- * between. */
+ * rarely, the third what only WireGuard messages touch: the message counts and, on an
+ * underlay's ingress, the session the peer's transport data currently carries (its receiver
+ * index and counters: wg_path.bpf.h), so that a data message costs this one lookup.
+ * `gen_begin`/`gen_end` form a sequence lock for the reader: a retirement (of the slot, or
+ * of its WireGuard session) writes `gen_end`, then the contents, then `gen_begin`, so a
+ * copy read after `gen_begin` and before `gen_end` with both equal is not torn, and a
+ * generation that did not move between two reads means nothing was retired (its counts did
+ * not reach a table) in between. */
 struct nd_flow_slot {
 	/* First cache line: everything a cache hit reads or writes. */
 	struct nd_flow_key key;
@@ -183,16 +196,20 @@ struct nd_flow_slot {
 	__u16 max_seg;
 	__u8 tcp_flags;
 	__u8 encap;
-	/* Second line: once a tick, per retransmission or WireGuard message, at retirement. */
+	/* Second line: once a tick, per retransmission, at retirement. */
 	__u64 first_ns;     /* when this CPU took the slot for the flow */
 	__u64 last_ns;
 	__u32 touch_j;      /* jiffies of the last lookup of the flow's table entry (LRU age) */
 	__u32 retrans_segs;
-	__u32 wg_msgs[ND_WG_MSG_TYPES];
 	__u32 used;         /* 0: empty slot */
 	__u32 gen_begin;
 	__u32 gen_end;
-	__u32 pad[3];
+	__u32 pad[7];
+	/* Third line: WireGuard messages only. */
+	__u32 wg_msgs[ND_WG_MSG_TYPES];
+	__u32 wg_index;     /* the session in `wg` (valid when wg.packets) */
+	__u32 wg_last_j;    /* jiffies (low 32 bits) of wg.last_ns */
+	struct nd_wg_ctr wg;
 };
 
 /* An entry of the shared TCP sequence table: the highest sequence end seen of one flow,
@@ -254,33 +271,16 @@ struct nd_wg_key {
 	__u32 index;
 };
 
-/* What one CPU saw of a session's transport-data messages (a per-CPU value: the agent takes
- * the largest `high`, the smallest `low` and the sum of `packets` over CPUs). 64 bytes. */
+/* What one CPU saw of a session's transport-data messages (a per-CPU value of `wg_rx`: the
+ * agent takes the largest `high`, the smallest `low` and the sum of `packets` over CPUs,
+ * with the flow cache slots' shares). 64 bytes. */
 struct nd_wg_rx {
-	__u64 high;    /* highest counter seen */
-	__u64 low;     /* lowest counter seen */
-	__u64 window;  /* bit i: counter high - i seen on this CPU (duplicates are not counted) */
-	__u64 last_ns; /* CLOCK_MONOTONIC (coarse) of the latest message, written once a tick */
-	__u32 packets; /* messages (a GSO packet counts its segments); 0: none on this CPU */
-	__u32 dups;    /* messages whose counter this CPU had seen */
-	__u32 last_j;  /* jiffies (low 32 bits) of last_ns */
+	struct nd_wg_ctr c;
+	__u32 last_j;  /* jiffies (low 32 bits) of c.last_ns */
 	__u16 sport;   /* the source of the first message this CPU saw: the peer's endpoint */
 	__u8 family;
 	__u8 pad;
 	__u8 saddr[16];
-};
-
-/* One slot of the per-CPU session cache (wg_path.bpf.h): a session and what this CPU counted of
- * it since the slot took it. 128 bytes, two cache lines of the page-aligned array: a
- * message reads and writes the key and the first 48 bytes of `rx`, all in the first. The
- * agent reads the slots (mapped read-only) under the sequence lock `gen_begin`/`gen_end`,
- * as the flow cache's (struct nd_flow_slot). */
-struct nd_wg_slot {
-	struct nd_wg_key key; /* ifindex 0: empty */
-	__u32 gen_begin;
-	__u32 gen_end;
-	struct nd_wg_rx rx;
-	__u64 pad[6];
 };
 
 /* Roles of a handshake this host sent (struct nd_wg_hs). */

@@ -5,8 +5,8 @@
  *
  * - Loss: every transport-data message carries its receiver index (this host's index of the
  *   session) and a 64-bit counter that grows by one per message the peer sends in the
- *   session (keepalives too). For each (interface, receiver index) `wg_rx` keeps, per CPU,
- *   the highest and lowest counter seen and the messages received; the agent takes the
+ *   session (keepalives too). For each (interface, receiver index) the data plane keeps, per
+ *   CPU, the highest and lowest counter seen and the messages received; the agent takes the
  *   largest, the smallest and the sum over CPUs. Counters expected in a window are the
  *   advance of the highest; lost = expected - received. A message that arrives late (WireGuard
  *   accepts reordering within its replay window) is counted when it arrives, so reordering
@@ -14,13 +14,17 @@
  *   and not counted. A GSO packet's segments carry consecutive counters from its first (one
  *   sender's batch; a receiver's GRO may merge runs with gaps, which the next packet's
  *   counter corrects).
- * - Cost: a transport-data message received costs one lookup, in a per-CPU session cache
- *   (`wg_cache`, an array: the lookup is inlined), and plain updates of this CPU's slot (the
- *   key, counters and window in one cache line, no atomics). A session's state is its
- *   slots' plus what the table `wg_rx` holds of it: a message whose slot is busy with another
- *   session is counted there (a helper call, several times the cost), and a slot idle for
- *   ND_WG_IDLE_J jiffies is retired into it when another session needs the slot
- *   (nd_wg_miss(), out of line). The agent adds slots and table up.
+ * - Cost: a peer's transport data arrives on one underlay flow (its endpoint to ours) and
+ *   carries one session at a time (a new one at each rekey), so the session lives in the
+ *   third cache line of that flow's flow cache slot (struct nd_flow_slot: wg_index, wg): a
+ *   data message costs no lookup beyond its flow record's, a comparison of the index and
+ *   plain updates of this CPU's slot (no atomics). What the slot does not hold is in the
+ *   table `wg_rx` (a helper call, several times the cost): a message of another session of
+ *   the same flow while the slot's is busy, or one whose flow record went to the flow table
+ *   (its slot busy with another flow, or no slot for this CPU). A slot's session idle for
+ *   ND_WG_IDLE_J jiffies is retired into the table when another session of the flow needs
+ *   the slot (nd_wg_switch(), out of line), and so is the session of a slot retired for
+ *   another flow (nd_flow_miss()). The agent adds slots and table up.
  * - Bound: `wg_rx` is an LRU table of ND_WG_SESSIONS sessions (sessions change at every
  *   rekey, at least every two minutes per active peer). When it is full the least recently
  *   used session is evicted; if its messages keep coming it starts again from the next one,
@@ -43,8 +47,8 @@
 #include "compat.bpf.h"
 #include "flow_table.bpf.h"
 
-/* The sessions' table: per CPU, what the cache (below) does not hold. One common LRU list:
- * entries are created once per session and CPU, or when a cache slot is retired. */
+/* The sessions' table: per CPU, what the flow cache's slots do not hold. One common LRU
+ * list: entries are created once per session and CPU, or when a slot's session is retired. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, ND_WG_SESSIONS);
@@ -52,18 +56,15 @@ struct {
 	__type(value, struct nd_wg_rx);
 } wg_rx SEC(".maps");
 
-/* The session cache: CPU c owns slots [c * ND_WG_CACHE_SLOTS, (c + 1) * ND_WG_CACHE_SLOTS);
- * the agent sets max_entries to (possible CPUs) x ND_WG_CACHE_SLOTS before load. A plain
- * array partitioned by CPU, like the flow cache (flow_cache.bpf.h): its lookup is inlined and
- * every slot starts on a cache line, where a lookup in `wg_rx` is a helper call that costs
- * several times the rest of the accounting. Only the owning CPU writes a slot. */
+/* Where a session's table value is built when it leaves a slot or starts in the table: per
+ * CPU (a program runs to completion on its CPU), so that the flow record's out-of-line
+ * paths, which already hold a flow's counts, stay within the stack's 512 bytes. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, ND_WG_CACHE_SLOTS);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct nd_wg_slot);
-} wg_cache SEC(".maps");
+	__type(value, struct nd_wg_rx);
+} wg_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -73,12 +74,20 @@ struct {
 } wg_hs SEC(".maps");
 
 _Static_assert(sizeof(struct nd_wg_rx) == 64, "a session's value is one cache line");
-_Static_assert(sizeof(struct nd_wg_slot) == 128, "a slot is two cache lines");
-_Static_assert(__builtin_offsetof(struct nd_wg_slot, rx.last_j) < 64,
-	       "a message stays in the slot's first line");
+_Static_assert(sizeof(struct nd_flow_slot) == 192, "a flow slot is three cache lines");
+_Static_assert(__builtin_offsetof(struct nd_flow_slot, wg_msgs) == 128 &&
+		       sizeof(struct nd_flow_slot) - __builtin_offsetof(struct nd_flow_slot,
+									 wg_msgs) == 64,
+	       "a WireGuard message stays in the slot's third line");
 
-/* A slot whose session sent nothing for this many jiffies may be given to another. */
+/* A slot's session that sent nothing for this many jiffies may give way to another. */
 #define ND_WG_IDLE_J 8
+
+/* Whether the flow record's packet is transport data this underlay receives. */
+static __always_inline int wg_rx_data(const struct nd_pkt *p)
+{
+	return p->wg_msg == ND_WG_DATA && p->wg_ok && p->key.dir == ND_DIR_INGRESS;
+}
 
 /* Bits for `n` consecutive counters ending at bit 0. */
 static __always_inline __u64 wg_run(__u64 n)
@@ -97,17 +106,24 @@ static __always_inline void wg_confirm(__u32 index)
 }
 
 /* A session's state after its first message (or GSO packet) on this CPU. */
-static __always_inline void wg_first(struct nd_wg_rx *v, const struct nd_pkt *p)
+static __always_inline void wg_first(struct nd_wg_ctr *v, __u32 *last_j, const struct nd_pkt *p)
 {
 	__u64 n = p->segs ? p->segs : 1;
 
-	__builtin_memset(v, 0, sizeof(*v));
 	v->low = p->wg_ctr;
 	v->high = p->wg_ctr + n - 1;
 	v->window = wg_run(n);
 	v->packets = n;
-	v->last_j = p->now_j;
+	v->dups = 0;
 	v->last_ns = nd_now_ns();
+	*last_j = p->now_j;
+}
+
+/* The same for a table value, which also names the peer's endpoint. */
+static __always_inline void wg_rx_first(struct nd_wg_rx *v, const struct nd_pkt *p)
+{
+	__builtin_memset(v, 0, sizeof(*v));
+	wg_first(&v->c, &v->last_j, p);
 	v->sport = p->key.sport;
 	v->family = p->key.family;
 	__builtin_memcpy(v->saddr, p->key.saddr, 16);
@@ -115,7 +131,7 @@ static __always_inline void wg_first(struct nd_wg_rx *v, const struct nd_pkt *p)
 
 /* Counts a message (or GSO packet) into this CPU's state `e` of its session: see the top
  * of the file. */
-static __always_inline void wg_count(struct nd_wg_rx *e, const struct nd_pkt *p)
+static __always_inline void wg_count(struct nd_wg_ctr *e, __u32 *last_j, const struct nd_pkt *p)
 {
 	__u64 c = p->wg_ctr, n = p->segs ? p->segs : 1, last = c + n - 1, high = e->high;
 
@@ -140,8 +156,8 @@ static __always_inline void wg_count(struct nd_wg_rx *e, const struct nd_pkt *p)
 			e->low = c;
 	}
 	e->packets += n;
-	if (e->last_j != p->now_j) {
-		e->last_j = p->now_j;
+	if (*last_j != p->now_j) {
+		*last_j = p->now_j;
 		e->last_ns = nd_now_ns();
 	}
 }
@@ -158,85 +174,115 @@ static __always_inline void wg_table_merge(const struct nd_wg_key *k, const stru
 		if (!e)
 			return;
 	}
-	if (!e->packets) {
+	if (!e->c.packets) {
 		*e = *old;
 		return;
 	}
-	if (old->high > e->high) {
-		e->high = old->high;
-		e->window = old->window;
+	if (old->c.high > e->c.high) {
+		e->c.high = old->c.high;
+		e->c.window = old->c.window;
 	}
-	if (old->low < e->low)
-		e->low = old->low;
-	e->packets += old->packets;
-	e->dups += old->dups;
-	if (old->last_ns > e->last_ns)
-		e->last_ns = old->last_ns;
+	if (old->c.low < e->c.low)
+		e->c.low = old->c.low;
+	e->c.packets += old->c.packets;
+	e->c.dups += old->c.dups;
+	if (old->c.last_ns > e->c.last_ns)
+		e->c.last_ns = old->c.last_ns;
 }
 
-/* A message counted in the table: its cache slot is busy with another session, or this CPU
- * has no slots. */
-static __always_inline void wg_table_count(const struct nd_wg_key *k, const struct nd_pkt *p)
+/* This CPU's wg_scratch value. */
+static __always_inline struct nd_wg_rx *wg_scratch_get(void)
 {
-	struct nd_wg_rx *e = bpf_map_lookup_elem(&wg_rx, k);
+	__u32 zero = 0;
 
-	if (e && e->packets) {
-		wg_count(e, p);
+	return bpf_map_lookup_elem(&wg_scratch, &zero);
+}
+
+/* A message counted in the table: its flow slot holds another session that is busy, or its
+ * flow record went to the flow table. */
+static __always_inline void wg_table_count(const struct nd_pkt *p)
+{
+	struct nd_wg_key k = { .ifindex = p->key.ifindex, .index = p->wg_idx };
+	struct nd_wg_rx *e = bpf_map_lookup_elem(&wg_rx, &k);
+
+	if (e && e->c.packets) {
+		wg_count(&e->c, &e->last_j, p);
 		return;
 	}
-	struct nd_wg_rx v;
+	if (e) {
+		wg_rx_first(e, p); /* the entry exists, this CPU's value is still empty */
+		return;
+	}
+	struct nd_wg_rx *v = wg_scratch_get();
 
-	wg_first(&v, p);
-	if (e)
-		*e = v; /* the entry exists, this CPU's value is still empty */
-	else
-		wg_table_merge(k, &v);
+	if (!v)
+		return;
+	wg_rx_first(v, p);
+	wg_table_merge(&k, v);
 }
 
-/* A message whose session is not in its cache slot `s` (NULL: this CPU has none). A slot
- * that is empty or idle is retired (its state added to the table) and taken, under its
- * sequence lock (gen_end, contents, gen_begin, as flow_cache.bpf.h's); a busy one is left to
- * its session and the message counted in the table. */
-static __noinline int nd_wg_miss(struct nd_wg_slot *s, const struct nd_pkt *p)
+/* The session slot `s` holds, as the table's key `k` and value (this CPU's wg_scratch
+ * value, returned; the session's source is the slot's flow: its peer's endpoint); NULL
+ * when the slot holds none. */
+static __always_inline struct nd_wg_rx *wg_slot_session(const struct nd_flow_slot *s,
+							struct nd_wg_key *k)
 {
-	if (!p)
-		return 0;
-	struct nd_wg_key k = { .ifindex = p->key.ifindex, .index = p->wg_idx };
+	struct nd_wg_rx *v = s->wg.packets ? wg_scratch_get() : NULL;
 
-	if (!s || (s->key.ifindex && p->now_j - s->rx.last_j <= ND_WG_IDLE_J)) {
-		wg_table_count(&k, p);
+	if (!v)
+		return NULL;
+	k->ifindex = s->key.ifindex;
+	k->index = s->wg_index;
+	__builtin_memset(v, 0, sizeof(*v));
+	v->c = s->wg;
+	v->last_j = s->wg_last_j;
+	v->sport = s->key.sport;
+	v->family = s->key.family;
+	__builtin_memcpy(v->saddr, s->key.saddr, 16);
+	return v;
+}
+
+/* A data message whose flow slot `s` (this flow's) holds no session or another one. A slot
+ * with none, or whose session is idle, retires it into the table and takes the message's,
+ * under the slot's sequence lock (gen_end, contents, gen_begin: see struct nd_flow_slot); a
+ * busy one is left to its session and the message counted in the table. */
+static __noinline int nd_wg_switch(struct nd_flow_slot *s, const struct nd_pkt *p)
+{
+	if (!s || !p)
+		return 0;
+	if (s->wg.packets && p->now_j - s->wg_last_j <= ND_WG_IDLE_J) {
+		wg_table_count(p);
 	} else {
-		struct nd_wg_key old_key = s->key;
-		struct nd_wg_rx old = s->rx;
+		struct nd_wg_key k;
+		struct nd_wg_rx *old = wg_slot_session(s, &k);
 		__u32 gen = s->gen_end + 1;
 
 		s->gen_end = gen;
 		barrier();
-		s->key = k;
-		wg_first(&s->rx, p);
+		s->wg_index = p->wg_idx;
+		wg_first(&s->wg, &s->wg_last_j, p);
 		barrier();
 		s->gen_begin = gen;
-		if (old_key.ifindex)
-			wg_table_merge(&old_key, &old);
+		if (old)
+			wg_table_merge(&k, old);
 	}
 	wg_confirm(p->wg_idx);
 	return 0;
 }
 
-/* A transport-data message (or a GSO packet of them) received: one inlined array lookup, a
- * key comparison and plain updates of this CPU's slot on a hit. */
-static __always_inline void wg_rx_data(const struct nd_pkt *p)
+/* A WireGuard message whose flow record hit its slot `s`: its type's count and, for data
+ * received, its session's counters in the same line. */
+static __always_inline void wg_slot_msg(struct nd_flow_slot *s, const struct nd_pkt *p)
 {
-	__u32 h = ((p->wg_idx ^ (p->key.ifindex << 16)) * 0x9e3779b9u) >> 24;
-	__u32 i = p->cpu * ND_WG_CACHE_SLOTS + (h & (ND_WG_CACHE_SLOTS - 1));
-	struct nd_wg_slot *s = bpf_map_lookup_elem(&wg_cache, &i);
-
-	/* An empty slot's ifindex is 0, a packet's that of a watched interface. */
-	if (unlikely(!s || s->key.index != p->wg_idx || s->key.ifindex != p->key.ifindex)) {
-		nd_wg_miss(s, p);
+	if (p->wg_msg < ND_WG_MSG_TYPES)
+		s->wg_msgs[p->wg_msg]++;
+	if (!wg_rx_data(p))
+		return;
+	if (unlikely(!s->wg.packets || s->wg_index != p->wg_idx)) {
+		nd_wg_switch(s, p);
 		return;
 	}
-	wg_count(&s->rx, p);
+	wg_count(&s->wg, &s->wg_last_j, p);
 }
 
 /* A handshake message: an initiation or response leaving (remembered by its sender index),
@@ -267,16 +313,12 @@ static __noinline int nd_wg_handshake(const struct nd_pkt *p)
 	return 0;
 }
 
-/* What a WireGuard message adds to the path's figures, after its flow record. */
+/* What a WireGuard handshake message adds to the path's figures, after its flow record
+ * (which counted transport data: wg_slot_msg() and nd_flow_miss()). */
 static __always_inline void wg_record(const struct nd_pkt *p)
 {
-	if (!p->wg_ok)
+	if (!p->wg_ok || p->wg_msg == ND_WG_DATA)
 		return;
-	if (p->wg_msg == ND_WG_DATA) {
-		if (p->key.dir == ND_DIR_INGRESS)
-			wg_rx_data(p);
-		return;
-	}
 	nd_wg_handshake(p);
 }
 

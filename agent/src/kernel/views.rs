@@ -9,7 +9,7 @@ use serde::Serialize;
 
 pub use crate::kernel::bpf::packet::types::{
     nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_local_addrs,
-    nd_ptb_key, nd_ptb_stats, nd_wg_hs, nd_wg_key, nd_wg_rx, nd_wg_slot,
+    nd_ptb_key, nd_ptb_stats, nd_wg_ctr, nd_wg_hs, nd_wg_key, nd_wg_rx,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from
@@ -35,8 +35,6 @@ unsafe impl plain::Plain for nd_wg_key {}
 unsafe impl plain::Plain for nd_wg_rx {}
 // SAFETY: see above.
 unsafe impl plain::Plain for nd_wg_hs {}
-// SAFETY: see above.
-unsafe impl plain::Plain for nd_wg_slot {}
 
 /// Decodes a map key or value; `None` if the kernel returned the wrong length.
 pub(crate) fn decode<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {

@@ -49,3 +49,55 @@ pub fn zero_array(map: &MapHandle) -> Result<()> {
     map.update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY)?;
     Ok(())
 }
+
+/// A map's entries: key bytes to value bytes (one value per CPU for a per-CPU map).
+pub type Contents = BTreeMap<Vec<u8>, Vec<Vec<u8>>>;
+
+/// Several maps' [`Contents`], by name.
+pub type Snapshot = BTreeMap<String, Contents>;
+
+/// Every entry of a map: key bytes to value bytes (one value per CPU for a per-CPU map).
+/// For comparing what a program run wrote; the maps of global data (`.bss`, `.rodata`:
+/// names with a dot) are left out.
+pub fn contents(map: &MapHandle) -> Result<Contents> {
+    use libbpf_rs::MapType;
+    let percpu = matches!(
+        map.map_type(),
+        MapType::PercpuArray | MapType::PercpuHash | MapType::LruPercpuHash
+    );
+    let mut out = BTreeMap::new();
+    for key in map.keys() {
+        let values = if percpu {
+            map.lookup_percpu(&key, MapFlags::ANY)?
+        } else {
+            map.lookup(&key, MapFlags::ANY)?.map(|v| vec![v])
+        };
+        if let Some(v) = values {
+            out.insert(key, v);
+        }
+    }
+    Ok(out)
+}
+
+/// The names of the maps among `maps` whose contents differ between two snapshots taken
+/// with [`snapshot`].
+pub fn changed(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    after
+        .iter()
+        .filter(|(name, c)| before.get(*name) != Some(c))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// The contents of every map in `maps` but those of global data (names with a dot).
+pub fn snapshot(maps: &BTreeMap<String, MapHandle>) -> Result<Snapshot> {
+    maps.iter()
+        .filter(|(name, _)| !name.contains('.'))
+        .map(|(name, m)| {
+            Ok((
+                name.clone(),
+                contents(m).with_context(|| format!("reading {name}"))?,
+            ))
+        })
+        .collect()
+}

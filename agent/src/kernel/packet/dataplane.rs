@@ -44,8 +44,6 @@ pub struct Dataplane<'obj> {
     cpus: u32,
     /// The per-CPU flow cache, mapped read-only: flows are the table plus these slots.
     pub(super) flow_cache: SlotView,
-    /// The per-CPU WireGuard session cache, mapped read-only (see [`super::wg_path`]).
-    pub(super) wg_cache: Mapped,
     /// The largest eviction count read so far (readings never go backwards).
     pub(super) evictions_seen: std::sync::atomic::AtomicU64,
     pub(super) options: Options,
@@ -107,7 +105,6 @@ impl<'obj> Dataplane<'obj> {
             map.set_max_entries(total).map_err(Error::from_load)
         };
         per_cpu(&mut open.maps.flow_cache, flow_cache::SLOTS_PER_CPU)?;
-        per_cpu(&mut open.maps.wg_cache, wg_path::CACHE_SLOTS_PER_CPU)?;
         let max_flows = flow_table::check_max_flows(options.max_flows)
             .map_err(|e| Error::Load(libbpf_rs::Error::from(std::io::Error::other(e))))?;
         open.maps
@@ -131,17 +128,12 @@ impl<'obj> Dataplane<'obj> {
         }
         let skel = open.load().map_err(Error::from_load)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
-        let wg_cache = Mapped::map(&skel.maps.wg_cache, false).map_err(|e| Error::Map {
-            map: "wg_cache",
-            source: libbpf_rs::Error::from(e),
-        })?;
         let dp = Dataplane {
             skel,
             attached: HashMap::new(),
             slots: std::sync::Mutex::new(HashMap::new()),
             cpus,
             flow_cache,
-            wg_cache,
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
         };
@@ -436,7 +428,7 @@ impl<'obj> Dataplane<'obj> {
 
     /// Every WireGuard session the underlays received ([`wg_path::sessions`]).
     pub fn wg_sessions(&self) -> Result<Vec<wg_path::WgSession>> {
-        wg_path::sessions(&self.skel.maps.wg_rx, &self.wg_cache)
+        wg_path::sessions(&self.skel.maps.wg_rx, &self.flow_cache)
     }
 
     /// Every handshake message this host sent that the table still holds.

@@ -34,7 +34,7 @@ use crate::kernel::views::{encode, nd_flow_key, nd_flow_slot, nd_flow_stats};
 /// `limits` test).
 pub const SLOTS_PER_CPU: u32 = 1024;
 /// Bytes of one slot (`struct nd_flow_slot`).
-const SLOT_BYTES: usize = 128;
+const SLOT_BYTES: usize = 192;
 /// Where the slot's sequence lock lives (`gen_begin`, `gen_end`).
 const GEN_BEGIN: usize = std::mem::offset_of!(nd_flow_slot, gen_begin);
 const GEN_END: usize = std::mem::offset_of!(nd_flow_slot, gen_end);
@@ -53,7 +53,7 @@ pub(crate) struct SlotView {
 }
 
 /// A copy of one slot, if it was not torn by a concurrent retirement.
-type SlotCopy = Option<nd_flow_slot>;
+pub(crate) type SlotCopy = Option<nd_flow_slot>;
 
 impl SlotView {
     /// Maps `map` (the loaded `flow_cache`, BPF_F_MMAPABLE) read-only.
@@ -83,7 +83,8 @@ impl SlotView {
         Some(slot)
     }
 
-    fn copy_all(&self) -> Vec<SlotCopy> {
+    /// Every slot, each copied under its lock (`None`: torn on every copy).
+    pub(crate) fn copy_all(&self) -> Vec<SlotCopy> {
         (0..self.slots.entries()).map(|i| self.copy(i)).collect()
     }
 
@@ -102,7 +103,7 @@ impl SlotView {
 }
 
 /// Whether no slot was retired (or torn) between two copies.
-fn settled(before: &[SlotCopy], after: &[SlotCopy]) -> bool {
+pub(crate) fn settled(before: &[SlotCopy], after: &[SlotCopy]) -> bool {
     before.iter().zip(after).all(|(b, a)| match (b, a) {
         (Some(b), Some(a)) => b.gen_begin == a.gen_begin,
         _ => false,

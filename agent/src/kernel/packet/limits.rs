@@ -15,7 +15,6 @@ use super::counters::SIZE_BUCKET_BOUNDS;
 use super::dataplane::{MAX_IFACES, MAX_TUNNEL_PORTS, SLOT_ARRAY_IFINDEX};
 use super::flow_cache::SLOTS_PER_CPU;
 use super::local_tcp;
-use super::wg_path::CACHE_SLOTS_PER_CPU;
 use crate::kernel::bpf::packet::PacketSkelBuilder;
 
 #[test]
@@ -47,11 +46,6 @@ fn mirrored_limits_match_the_compiled_object() {
         maps.flow_cache.max_entries(),
         SLOTS_PER_CPU,
         "flow_cache::SLOTS_PER_CPU against ND_FLOW_CACHE_SLOTS (flow_cache, one CPU's run)"
-    );
-    assert_eq!(
-        maps.wg_cache.max_entries(),
-        CACHE_SLOTS_PER_CPU,
-        "wg_path::CACHE_SLOTS_PER_CPU against ND_WG_CACHE_SLOTS (wg_cache, one CPU's run)"
     );
 
     let bss = maps.bss_data.as_deref().expect("packet.bpf.c has a .bss");

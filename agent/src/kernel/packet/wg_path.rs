@@ -8,11 +8,12 @@
 //! arrives, never as lost. The peer a session belongs to is the endpoint its messages come
 //! from (the facts map it to the configured peer).
 //!
-//! A session's state is split like a flow's (see [`super::flow_cache`]): per CPU, a slot of
-//! the session cache `wg_cache` (mapped read-only) holds what that CPU counted since the
-//! slot took the session, and the table `wg_rx` the rest; a retired slot's state moves to
-//! the table. Both are read under the slots' sequence lock: slots, table, slots again, and
-//! the whole read repeated when a slot was retired meanwhile.
+//! A session's state is split like a flow's (see [`super::flow_cache`]): per CPU, the flow
+//! cache slot of the underlay flow its messages arrive on (mapped read-only) holds what that
+//! CPU counted since the slot took the session (`wg_index`, `wg`), and the table `wg_rx` the
+//! rest; a session leaving its slot moves to the table. Both are read under the slots'
+//! sequence lock: slots, table, slots again, and the whole read repeated when a slot's
+//! contents were retired meanwhile.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,20 +21,12 @@ use std::net::SocketAddr;
 use libbpf_rs::{MapCore, MapFlags};
 use serde::Serialize;
 
-use super::mapped::Mapped;
+use super::flow_cache::{settled, SlotCopy, SlotView};
 use crate::kernel::error::{Error, Result};
-use crate::kernel::views::{addr, decode, nd_wg_hs, nd_wg_key, nd_wg_rx, nd_wg_slot};
+use crate::kernel::views::{addr, decode, nd_flow_slot, nd_wg_hs, nd_wg_key, nd_wg_rx};
 
-/// Mirrors `ND_WG_CACHE_SLOTS` in ebpf/include/packet.h: session-cache slots per CPU
-/// (checked by the `limits` test).
-pub const CACHE_SLOTS_PER_CPU: u32 = 256;
-/// Where a slot's sequence lock lives.
-const GEN_BEGIN: usize = std::mem::offset_of!(nd_wg_slot, gen_begin);
-const GEN_END: usize = std::mem::offset_of!(nd_wg_slot, gen_end);
 /// Reads of slots and table before accepting one that raced with a retirement.
 const ATTEMPTS: usize = 4;
-/// Copies of one slot before giving up on an untorn one.
-const SLOT_COPIES: usize = 1000;
 
 /// A WireGuard session as one interface received it, from every CPU's share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,10 +60,10 @@ impl WgSession {
 
     /// Sums the CPUs' values of one session; `None` if no CPU saw a message.
     fn from_cpus(key: &nd_wg_key, cpus: &[nd_wg_rx]) -> Option<Self> {
-        let seen: Vec<&nd_wg_rx> = cpus.iter().filter(|v| v.packets > 0).collect();
+        let seen: Vec<&nd_wg_rx> = cpus.iter().filter(|v| v.c.packets > 0).collect();
         let first = seen.first()?;
-        let high = seen.iter().map(|v| v.high).max().unwrap_or(0);
-        let low = seen.iter().map(|v| v.low).min().unwrap_or(0);
+        let high = seen.iter().map(|v| v.c.high).max().unwrap_or(0);
+        let low = seen.iter().map(|v| v.c.low).min().unwrap_or(0);
         Some(WgSession {
             ifindex: key.ifindex,
             index: key.index,
@@ -78,9 +71,9 @@ impl WgSession {
             high,
             low,
             expected: high.saturating_sub(low).saturating_add(1),
-            received: seen.iter().map(|v| u64::from(v.packets)).sum(),
-            duplicates: seen.iter().map(|v| u64::from(v.dups)).sum(),
-            last_seen_mono_ns: seen.iter().map(|v| v.last_ns).max().unwrap_or(0),
+            received: seen.iter().map(|v| u64::from(v.c.packets)).sum(),
+            duplicates: seen.iter().map(|v| u64::from(v.c.dups)).sum(),
+            last_seen_mono_ns: seen.iter().map(|v| v.c.last_ns).max().unwrap_or(0),
         })
     }
 
@@ -250,37 +243,39 @@ pub fn mono_now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Every slot of the session cache, copied under its lock: (slot, generation), or `None`
-/// for one torn on every copy.
-fn copy_slots(cache: &Mapped) -> Vec<Option<(nd_wg_slot, u32)>> {
-    (0..cache.entries())
-        .map(|i| cache.copy_locked::<nd_wg_slot>(i, GEN_BEGIN, GEN_END, SLOT_COPIES))
-        .collect()
+/// The session a flow cache slot holds, as the table would hold it: the key, and this CPU's
+/// value with the slot's flow as the source (the peer's endpoint).
+fn slot_session(s: &nd_flow_slot) -> Option<(nd_wg_key, nd_wg_rx)> {
+    if s.used == 0 || s.wg.packets == 0 {
+        return None;
+    }
+    let key = nd_wg_key {
+        ifindex: s.key.ifindex,
+        index: s.wg_index,
+    };
+    let rx = nd_wg_rx {
+        c: s.wg,
+        last_j: s.wg_last_j,
+        sport: s.key.sport,
+        family: s.key.family,
+        saddr: s.key.saddr,
+        ..Default::default()
+    };
+    Some((key, rx))
 }
 
-/// Whether no slot was retired (or torn) between two copies.
-fn settled(before: &[Option<(nd_wg_slot, u32)>], after: &[Option<(nd_wg_slot, u32)>]) -> bool {
-    before.iter().zip(after).all(|(b, a)| match (b, a) {
-        (Some((_, b)), Some((_, a))) => b == a,
-        _ => false,
-    })
-}
-
-/// The sessions of the table's per-CPU values and the cache's slots together.
-fn merge(
-    table: Vec<(nd_wg_key, Vec<nd_wg_rx>)>,
-    slots: &[Option<(nd_wg_slot, u32)>],
-) -> Vec<WgSession> {
+/// The sessions of the table's per-CPU values and the flow cache's slots together.
+fn merge(table: Vec<(nd_wg_key, Vec<nd_wg_rx>)>, slots: &[SlotCopy]) -> Vec<WgSession> {
     let mut parts: HashMap<(u32, u32), (nd_wg_key, Vec<nd_wg_rx>)> = table
         .into_iter()
         .map(|(k, v)| ((k.ifindex, k.index), (k, v)))
         .collect();
-    for (s, _) in slots.iter().flatten().filter(|(s, _)| s.key.ifindex != 0) {
+    for (k, rx) in slots.iter().flatten().filter_map(slot_session) {
         parts
-            .entry((s.key.ifindex, s.key.index))
-            .or_insert_with(|| (s.key, Vec::new()))
+            .entry((k.ifindex, k.index))
+            .or_insert_with(|| (k, Vec::new()))
             .1
-            .push(s.rx);
+            .push(rx);
     }
     parts
         .values()
@@ -288,14 +283,14 @@ fn merge(
         .collect()
 }
 
-/// Every WireGuard session the underlays received: the cache's slots (`cache`) and the
-/// table's (`wg_rx`) values of every CPU added up.
-pub(super) fn sessions(wg_rx: &impl MapCore, cache: &Mapped) -> Result<Vec<WgSession>> {
+/// Every WireGuard session the underlays received: the flow cache's slots (`cache`) and
+/// the table's (`wg_rx`) values of every CPU added up.
+pub(super) fn sessions(wg_rx: &impl MapCore, cache: &SlotView) -> Result<Vec<WgSession>> {
     let mut attempt = 1;
     loop {
-        let before = copy_slots(cache);
+        let before = cache.copy_all();
         let table = read_table(wg_rx)?;
-        let after = copy_slots(cache);
+        let after = cache.copy_all();
         if attempt == ATTEMPTS || settled(&before, &after) {
             return Ok(merge(table, &after));
         }
@@ -347,12 +342,16 @@ pub(super) fn handshakes(map: &impl MapCore) -> Result<Vec<WgHandshake>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::views::nd_wg_ctr;
 
     fn cpu(high: u64, low: u64, packets: u32) -> nd_wg_rx {
         let mut v = nd_wg_rx {
-            high,
-            low,
-            packets,
+            c: nd_wg_ctr {
+                high,
+                low,
+                packets,
+                ..Default::default()
+            },
             sport: 51820,
             family: 4,
             ..Default::default()

@@ -123,8 +123,8 @@ struct Maps {
     flow_seq: MapHandle,
     /// The local path's sequence entries (tc programs only).
     local_seq: MapHandle,
-    /// WireGuard sessions received (cache and table) and handshakes sent (wg_path.h).
-    wg_cache: MapHandle,
+    /// WireGuard sessions received (the table; the rest is in the flow cache's slots) and
+    /// handshakes sent (wg_path.bpf.h).
     wg_rx: MapHandle,
     wg_hs: MapHandle,
 }
@@ -146,7 +146,6 @@ impl Maps {
             flow_cache: take("flow_cache")?,
             flow_seq: take("flow_seq")?,
             local_seq: take("local_seq")?,
-            wg_cache: take("wg_cache")?,
             wg_rx: take("wg_rx")?,
             wg_hs: take("wg_hs")?,
         })
@@ -165,7 +164,6 @@ impl Maps {
         maps::zero_array(&self.flow_cache)?;
         maps::zero_array(&self.flow_seq)?;
         maps::zero_array(&self.local_seq)?;
-        maps::zero_array(&self.wg_cache)?;
         ensure!(dp.flows()?.is_empty(), "flows left after clearing");
         Ok(())
     }

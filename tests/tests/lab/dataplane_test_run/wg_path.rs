@@ -1,14 +1,16 @@
-//! The WireGuard path (`ebpf/include/wg_path.h`): sessions received, counted against an
+//! The WireGuard path (`ebpf/include/wg_path.bpf.h`): sessions received, counted against an
 //! independent model (`netdoctor_lab::packet::wg_model`) through the real programs, with
 //! reordering, duplicates, gaps, GSO packets, two CPUs and a new index; and handshake
 //! messages sent, answered or not.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{ensure, Context, Result};
 use netdoctor::kernel::packet::wg_path::{Role, WgSession};
 use netdoctor::kernel::packet::{Dataplane, Options, ProgramKind};
+use netdoctor_lab::bpf::maps;
 use netdoctor_lab::bpf::test_run::skb_ctx;
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
@@ -149,12 +151,14 @@ fn a_new_index_is_a_new_session(dp: &Dataplane<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The session-cache slot of `index` on the loopback (wg_rx_data in wg_path.h).
+/// The slot `index` had in the former per-CPU session cache. Sessions of one flow now share
+/// its flow cache slot whatever their index, so any two indexes share a slot here; colliding
+/// ones keep the case what it was.
 fn cache_slot(index: u32) -> u32 {
     ((index ^ (crate::dataplane_test_run::harness::LO << 16)).wrapping_mul(0x9e37_79b9) >> 24) & 255
 }
 
-/// Two sessions in one cache slot: while the first is busy the second is counted in the
+/// Two sessions in one slot (their flow's): while the first is busy the second is counted in the
 /// table; once the first is idle the second takes the slot (the first's state moves to the
 /// table), and the other way round. Every message is counted once, wherever it was.
 fn sessions_sharing_a_cache_slot(dp: &Dataplane<'_>) -> Result<()> {
@@ -186,6 +190,42 @@ fn sessions_sharing_a_cache_slot(dp: &Dataplane<'_>) -> Result<()> {
     ensure!(
         got[&a].received == 60 && got[&b].received == 110 && got[&b].lost() == 0,
         "{got:?}"
+    );
+    Ok(())
+}
+
+/// A transport-data message of the session its flow's cache slot holds writes only what a
+/// plain datagram's flow record writes: the interface's counters and the flow's slot, no map
+/// of its own (issue 31: one map lookup and update per message). The twin: a datagram that
+/// is not WireGuard writes the same two.
+fn a_data_message_writes_only_its_flow_slot(dp: &Dataplane<'_>) -> Result<()> {
+    let fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
+    let all = maps::program_maps(fd)?;
+    let plain = pkt::v4(pkt::UDP, &pkt::udp(40000, 9999, &[0xcd; 48]));
+    pin(0)?;
+    let result = (|| -> Result<()> {
+        for (what, first, second) in [
+            ("wireguard data", data(0xa, 0), data(0xa, 1)),
+            ("plain udp", plain.clone(), plain.clone()),
+        ] {
+            run(dp, ProgramKind::TcIngress, &first)?; // the flow (and session) take the slot
+            let before = maps::snapshot(&all)?;
+            run(dp, ProgramKind::TcIngress, &second)?;
+            let changed = maps::changed(&before, &maps::snapshot(&all)?);
+            ensure!(
+                changed == ["flow_cache", "iface_stats"],
+                "{what}: a cached flow's packet changed maps {changed:?}, expected only \
+                 flow_cache and iface_stats"
+            );
+        }
+        Ok(())
+    })();
+    unpin()?;
+    result?;
+    let got = sessions(dp)?;
+    ensure!(
+        got.get(&0xa).map(|s| (s.received, s.expected)) == Some((2, 2)),
+        "sessions {got:?}"
     );
     Ok(())
 }
@@ -275,6 +315,11 @@ fn wireguard_sessions_and_handshakes() -> Result<()> {
                 "sessions_sharing_a_cache_slot",
                 ETHER_1500,
                 sessions_sharing_a_cache_slot,
+            ),
+            (
+                "a_data_message_writes_only_its_flow_slot",
+                ETHER_1500,
+                a_data_message_writes_only_its_flow_slot,
             ),
             (
                 "handshakes_and_their_answers",

@@ -155,7 +155,9 @@ impl Variant {
         let ncpu = u32::try_from(libbpf_rs::num_possible_cpus()?)?;
         let mut open = ObjectBuilder::default().open_file(path)?;
         for mut m in open.maps_mut() {
-            if m.name() == "flow_cache" || m.name() == "iface_stats" {
+            // wg_cache: the session cache of variants that have one.
+            if ["flow_cache", "iface_stats", "wg_cache"].contains(&m.name().to_str().unwrap_or(""))
+            {
                 m.set_max_entries(m.max_entries() * ncpu)?;
             }
             // size_bounds, the first variable of .rodata.
@@ -186,7 +188,13 @@ impl Variant {
             };
             put(&mut v, "ifindex", &ifindex.to_ne_bytes())?;
             put(&mut v, "mtu", &1500u32.to_ne_bytes())?;
-            put(&mut v, "local_tcp", &[1])?;
+            // ND_LOCAL_TCP=0: the local path off, so local TCP takes the flow record as a
+            // forwarded packet would.
+            put(
+                &mut v,
+                "local_tcp",
+                &[u8::from(env_or("ND_LOCAL_TCP", 1) != 0)],
+            )?;
             for cpu in 0..ncpu {
                 for dir in 0..2 {
                     let key = (cpu * 256 + ifindex % 256) * 2 + dir;
@@ -352,6 +360,11 @@ fn objects_ns_per_run() -> Result<()> {
 /// the floor, the median over `ND_ROUNDS` (default 10) runs of `ND_SECS` (default 3) s.
 /// Programs in one chain evict each other's cache lines, so the figures are higher than
 /// one build's alone (`.ci/bench`); their differences are what this measures.
+///
+/// `ND_LOCAL_TCP=0` turns the local path off, so every TCP segment takes the flow record, as
+/// a forwarded one does. `ND_PATH=wg`: the iperf3 traffic goes through a wireguard-go tunnel over the pair, so the
+/// programs on b's veth see a WireGuard underlay (transport data in, the ACKs' messages
+/// out) instead of local TCP.
 #[test]
 #[ignore = "a measurement for experiments: ND_OBJS=a.o,b.o"]
 fn objects_under_iperf3() -> Result<()> {
@@ -364,6 +377,29 @@ fn objects_under_iperf3() -> Result<()> {
     };
     let (rounds, secs) = (env_or("ND_ROUNDS", 10), env_or("ND_SECS", 3));
     let lab = PairTopology::new(1500)?;
+    let wg = match std::env::var("ND_PATH").as_deref() {
+        Ok("wg") => Some(netdoctor_lab::WgTunnel::new(
+            &lab.a,
+            PairTopology::A_IP,
+            &lab.b,
+            PairTopology::B_IP,
+            &netdoctor_lab::WgConfig::default(),
+        )?),
+        Ok("local") | Err(_) => None,
+        Ok(other) => anyhow::bail!("ND_PATH={other}: expected local or wg"),
+    };
+    let server_ip = wg
+        .as_ref()
+        .map_or(PairTopology::B_IP, |w| w.b.ip())
+        .to_owned();
+    println!(
+        "path: {}",
+        if wg.is_some() {
+            "wireguard underlay"
+        } else {
+            "local"
+        }
+    );
     let _server = Iperf3Server::start(&lab.b, 5201)?;
     // This thread joins b's namespace: interface indexes and tcx links resolve there.
     let ns = std::fs::File::open(lab.b.path())?;
@@ -407,7 +443,7 @@ fn objects_under_iperf3() -> Result<()> {
             .iter()
             .map(|(_, fds)| fds.iter().map(|fd| run_stats(*fd)).collect())
             .collect::<Result<_>>()?;
-        let mut opts = Iperf3Opts::new(PairTopology::B_IP);
+        let mut opts = Iperf3Opts::new(&server_ip);
         opts.duration_secs = secs;
         let report = iperf3_client(&lab.a, &opts)?;
         for (p, (_, fds)) in progs.iter().enumerate() {
@@ -437,21 +473,19 @@ fn objects_under_iperf3() -> Result<()> {
         median(floor[1].clone())
     );
     for (p, (label, _)) in progs.iter().enumerate().take(n - 1) {
-        // Δ per round (the floor moves with the round), then the median.
+        // Δ per round (the floor moves with the round): median [range].
         let delta = |hook: usize| {
-            median(
-                per_run[p][hook]
-                    .iter()
-                    .zip(&floor[hook])
-                    .map(|(a, f)| a - f)
-                    .collect(),
-            )
+            let d: Vec<f64> = per_run[p][hook]
+                .iter()
+                .zip(&floor[hook])
+                .map(|(a, f)| a - f)
+                .collect();
+            let (lo, hi) = d
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+            format!("{:5.1} [{lo:.0}..{hi:.0}]", median(d))
         };
-        println!(
-            "Δ tc-in {:6.1}  tc-out {:6.1}   {label}",
-            delta(0),
-            delta(1)
-        );
+        println!("Δ tc-in {}  tc-out {}   {label}", delta(0), delta(1));
     }
     Ok(())
 }

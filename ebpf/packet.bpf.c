@@ -26,7 +26,8 @@
  * them: meta.bpf.h (what is known of the packet), iface_stats.bpf.h (interface slots and
  * counters), local_tcp.bpf.h (the local path), fast_path.bpf.h, stages.bpf.h (the general parser)
  * with too_big.bpf.h (ICMP too-big records), then the flow record: flow_table.bpf.h, flow_seq.bpf.h
- * (retransmissions) and flow_cache.bpf.h; then, for WireGuard messages, the path's loss and
+ * (retransmissions) and flow_cache.bpf.h, whose slot also counts a WireGuard transport-data
+ * message into its session (loss: wg_path.bpf.h); then, for WireGuard handshakes, the path's
  * round trips (wg_path.bpf.h). This file holds the settings the agent writes before load,
  * account(), the slow path's scratch entry and global functions, and the entry points.
  *

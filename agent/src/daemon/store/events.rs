@@ -7,33 +7,8 @@ use super::query::{Filter, PageSpec};
 use super::{to_i64, Page, Store, StoreError};
 use crate::daemon::timeline::{Change, Event};
 
-/// A query for [`Store::events`]. The bounds are inclusive.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventQuery {
-    /// Only events on this interface.
-    pub interface: Option<String>,
-    /// Only events with `ts_ms >= since_ms`.
-    pub since_ms: Option<i64>,
-    /// Only events with `ts_ms <= until_ms`.
-    pub until_ms: Option<i64>,
-    /// Page size.
-    pub limit: u32,
-    /// Matching events to skip.
-    pub offset: u32,
-}
-
-impl Default for EventQuery {
-    /// All interfaces, all time, the newest 100.
-    fn default() -> Self {
-        EventQuery {
-            interface: None,
-            since_ms: None,
-            until_ms: None,
-            limit: 100,
-            offset: 0,
-        }
-    }
-}
+/// A query for [`Store::events`]: newest first.
+pub type EventQuery = super::query::RangeQuery;
 
 impl Store {
     /// Stores events, in one transaction.

@@ -6,6 +6,35 @@ use rusqlite::{params_from_iter, Connection, Row};
 
 use super::{to_u64, StoreError};
 
+/// A query of rows stamped with a time (samples, events): one interface or all, a time
+/// range (inclusive bounds) and a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeQuery {
+    /// Only rows of this interface.
+    pub interface: Option<String>,
+    /// Only rows with `ts_ms >= since_ms`.
+    pub since_ms: Option<i64>,
+    /// Only rows with `ts_ms <= until_ms`.
+    pub until_ms: Option<i64>,
+    /// Page size.
+    pub limit: u32,
+    /// Matching rows to skip.
+    pub offset: u32,
+}
+
+impl Default for RangeQuery {
+    /// All interfaces, all time (the HTTP API defaults to the last hour), 100 rows.
+    fn default() -> Self {
+        RangeQuery {
+            interface: None,
+            since_ms: None,
+            until_ms: None,
+            limit: 100,
+            offset: 0,
+        }
+    }
+}
+
 /// The conditions of a query, joined with `AND`. Clauses are fixed SQL with `?`
 /// placeholders; values are always bound, never formatted into the SQL.
 #[derive(Debug, Default)]

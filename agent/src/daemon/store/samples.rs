@@ -122,33 +122,8 @@ impl Default for Sample {
     }
 }
 
-/// A query for [`Store::samples`]. The bounds are inclusive.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SampleQuery {
-    /// Only samples of this interface.
-    pub interface: Option<String>,
-    /// Only samples with `ts_ms >= since_ms`.
-    pub since_ms: Option<i64>,
-    /// Only samples with `ts_ms <= until_ms`.
-    pub until_ms: Option<i64>,
-    /// Page size.
-    pub limit: u32,
-    /// Matching samples to skip.
-    pub offset: u32,
-}
-
-impl Default for SampleQuery {
-    /// All interfaces, all time (the HTTP API defaults to the last hour), the first 100.
-    fn default() -> Self {
-        SampleQuery {
-            interface: None,
-            since_ms: None,
-            until_ms: None,
-            limit: 100,
-            offset: 0,
-        }
-    }
-}
+/// A query for [`Store::samples`]: oldest first.
+pub type SampleQuery = super::query::RangeQuery;
 
 impl Store {
     /// Stores one sample.

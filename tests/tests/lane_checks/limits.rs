@@ -40,7 +40,7 @@ fn window(run: &Run) -> Result<()> {
             && fix.starts_with(&format!(
                 "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {needed}\"   # on the receiver, 10.42.0.2;"
             ))
-            && summary.contains("Mbit/s")
+            && super::says_rate(summary)
             && summary.contains("ms RTT"),
         "summary {summary:?}, fix {fix:?}"
     );

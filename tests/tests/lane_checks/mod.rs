@@ -43,3 +43,26 @@ impl Failures {
         }
     }
 }
+
+/// Whether `text` states a rate in a unit a person reads: a number then kbit/s, Mbit/s or
+/// Gbit/s (the report picks the unit by the rate's size: 881 kbit/s, 3.3 Mbit/s).
+pub fn says_rate(text: &str) -> bool {
+    ["kbit/s", "Mbit/s", "Gbit/s"].iter().any(|unit| {
+        text.match_indices(&format!(" {unit}")).any(|(at, _)| {
+            text[..at]
+                .rsplit(' ')
+                .next()
+                .is_some_and(|n| n.replace(',', "").parse::<f64>().is_ok())
+        })
+    })
+}
+
+#[test]
+fn a_rate_reads_in_any_bit_unit_after_a_number() {
+    assert!(says_rate("can sustain about 881 kbit/s there"));
+    assert!(says_rate("a ceiling of 3.3 Mbit/s at 40 ms RTT"));
+    assert!(says_rate("1,234.5 Gbit/s"));
+    assert!(!says_rate("can sustain about 881000 bit/s there"));
+    assert!(!says_rate("Mbit/s alone"));
+    assert!(!says_rate("about n/a Mbit/s"));
+}

@@ -80,7 +80,7 @@ fn cubic(run: &Run, point: &str, rtt_ms: f64) -> Result<Point> {
     let summary = f["summary"].as_str().unwrap_or_default();
     ensure!(
         summary.contains("can sustain about")
-            && summary.contains("Mbit/s")
+            && super::says_rate(summary)
             && summary.contains("ms RTT"),
         "summary: {summary}"
     );

@@ -158,6 +158,10 @@ fn changes_in_a_real_namespace_are_seen_and_no_change_is_not() {
             .build()
             .expect("runtime");
         rt.block_on(async {
+            // No IPv6 on the test's links: the kernel adds a link-local address some time
+            // after a link comes up, a real change the control would otherwise catch.
+            std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")
+                .expect("disable IPv6");
             ip("link add tl0 type veth peer name tl1");
             ip("link set tl1 up");
             ip("link set tl0 mtu 1420 up");

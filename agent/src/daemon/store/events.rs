@@ -3,7 +3,7 @@
 
 use rusqlite::{params, TransactionBehavior};
 
-use super::query::{Filter, PageSpec};
+use super::query::PageSpec;
 use super::{to_i64, Page, Store, StoreError};
 use crate::daemon::timeline::{Change, Event};
 
@@ -44,16 +44,7 @@ impl Store {
     /// Events matching `q`, newest first; events of the same `ts_ms` in reverse insertion
     /// order.
     pub fn events(&self, q: &EventQuery) -> Result<Page<Event>, StoreError> {
-        let mut filter = Filter::default();
-        if let Some(interface) = &q.interface {
-            filter.bind("interface = ?", interface.clone());
-        }
-        if let Some(since) = q.since_ms {
-            filter.bind("ts_ms >= ?", since);
-        }
-        if let Some(until) = q.until_ms {
-            filter.bind("ts_ms <= ?", until);
-        }
+        let filter = q.filter();
         let spec = PageSpec {
             table: "events",
             columns: "ts_ms, kind, interface, subject, change, old, new, text",

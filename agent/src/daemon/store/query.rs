@@ -35,6 +35,23 @@ impl Default for RangeQuery {
     }
 }
 
+impl RangeQuery {
+    /// The query's interface and time range as conditions on `interface` and `ts_ms`.
+    pub(super) fn filter(&self) -> Filter {
+        let mut filter = Filter::default();
+        if let Some(interface) = &self.interface {
+            filter.bind("interface = ?", interface.clone());
+        }
+        if let Some(since) = self.since_ms {
+            filter.bind("ts_ms >= ?", since);
+        }
+        if let Some(until) = self.until_ms {
+            filter.bind("ts_ms <= ?", until);
+        }
+        filter
+    }
+}
+
 /// The conditions of a query, joined with `AND`. Clauses are fixed SQL with `?`
 /// placeholders; values are always bound, never formatted into the SQL.
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use rusqlite::params;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::query::{Filter, PageSpec};
+use super::query::PageSpec;
 use super::{Page, Store, StoreError};
 
 /// TCP retransmissions of one congestion control module in one window.
@@ -144,16 +144,7 @@ impl Store {
     /// Samples matching `q`, oldest first (charts want time order); samples with the
     /// same `ts_ms` in insertion order.
     pub fn samples(&self, q: &SampleQuery) -> Result<Page<Sample>, StoreError> {
-        let mut filter = Filter::default();
-        if let Some(interface) = &q.interface {
-            filter.bind("interface = ?", interface.clone());
-        }
-        if let Some(since) = q.since_ms {
-            filter.bind("ts_ms >= ?", since);
-        }
-        if let Some(until) = q.until_ms {
-            filter.bind("ts_ms <= ?", until);
-        }
+        let filter = q.filter();
         let spec = PageSpec {
             table: "samples",
             columns: "ts_ms, interface, body",

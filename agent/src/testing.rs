@@ -1,5 +1,35 @@
-//! Helpers shared by the crate's unit tests: skipping without root, and counting what a
-//! thread allocates ([`peak_bytes`]).
+//! Helpers shared by the crate's unit tests: skipping without root, a network namespace of
+//! a test's own ([`in_new_netns`], [`ip`]), and counting what a thread allocates
+//! ([`peak_bytes`]).
+
+/// Runs `body` to completion on a thread of its own, in a new network namespace, on a
+/// current-thread tokio runtime; a panic there fails the caller.
+pub(crate) fn in_new_netns<F, Fut>(body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(body());
+    })
+    .join()
+    .expect("the namespace's thread failed");
+}
+
+/// Runs `ip ARGS` (the test's own tool) in the calling thread's namespace; panics unless it
+/// succeeds.
+pub(crate) fn ip(args: &str) {
+    let ok = std::process::Command::new("ip")
+        .args(args.split_whitespace())
+        .status()
+        .expect("run ip");
+    assert!(ok.success(), "ip {args} failed");
+}
 
 /// Whether the test may do what needs root: true as root. Otherwise it prints `SKIP: needs
 /// root {what}` and returns false, except under CI (any `CI` variable), which runs the

@@ -53,18 +53,10 @@ pub fn watch(wake: Wake) -> anyhow::Result<tokio::task::JoinHandle<()>> {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
+    use crate::testing::ip;
     use std::time::Duration;
 
     use super::*;
-
-    fn ip(args: &str) {
-        let ok = Command::new("ip")
-            .args(args.split_whitespace())
-            .status()
-            .expect("run ip");
-        assert!(ok.success(), "ip {args} failed");
-    }
 
     /// Lets a burst of events arrive, then forgets that they woke anyone.
     async fn drain(wake: &Wake) {
@@ -86,41 +78,32 @@ mod tests {
         if !crate::testing::root_or_skip("for a network namespace") {
             return;
         }
-        std::thread::spawn(|| {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                ip("link add nl0 type veth peer name nl1");
-                ip("link set nl0 up");
-                let wake = Wake {
-                    links: Arc::new(Notify::new()),
-                    config: Arc::new(Notify::new()),
-                };
-                let task = watch(wake.clone()).expect("subscribe");
-                drain(&wake).await;
-                ip("addr add 10.66.0.1/24 dev nl0");
-                assert!(woken(&wake.config).await, "an address added woke nothing");
-                assert!(!woken(&wake.links).await, "an address is not a link event");
-                drain(&wake).await;
-                ip("route add 10.67.0.0/16 via 10.66.0.2 dev nl0");
-                assert!(woken(&wake.config).await, "a route added woke nothing");
-                drain(&wake).await;
-                ip("link set nl0 mtu 1400");
-                assert!(
-                    woken(&wake.links).await,
-                    "a link change did not wake the links"
-                );
-                assert!(
-                    woken(&wake.config).await,
-                    "a link change did not wake the timeline"
-                );
-                task.abort();
-            });
-        })
-        .join()
-        .expect("the namespace's thread failed");
+        crate::testing::in_new_netns(|| async {
+            ip("link add nl0 type veth peer name nl1");
+            ip("link set nl0 up");
+            let wake = Wake {
+                links: Arc::new(Notify::new()),
+                config: Arc::new(Notify::new()),
+            };
+            let task = watch(wake.clone()).expect("subscribe");
+            drain(&wake).await;
+            ip("addr add 10.66.0.1/24 dev nl0");
+            assert!(woken(&wake.config).await, "an address added woke nothing");
+            assert!(!woken(&wake.links).await, "an address is not a link event");
+            drain(&wake).await;
+            ip("route add 10.67.0.0/16 via 10.66.0.2 dev nl0");
+            assert!(woken(&wake.config).await, "a route added woke nothing");
+            drain(&wake).await;
+            ip("link set nl0 mtu 1400");
+            assert!(
+                woken(&wake.links).await,
+                "a link change did not wake the links"
+            );
+            assert!(
+                woken(&wake.config).await,
+                "a link change did not wake the timeline"
+            );
+            task.abort();
+        });
     }
 }

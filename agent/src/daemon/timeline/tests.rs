@@ -2,12 +2,12 @@
 //! MTU, routes and congestion control change between two readings.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use super::read::{self, link_section, route_section};
 use super::snapshot::{Section, Snapshot};
 use super::*;
 use crate::config::inventory::LinkState;
+use crate::testing::ip;
 
 fn link(name: &str, index: u32, mtu: u32) -> LinkState {
     LinkState {
@@ -133,15 +133,6 @@ fn a_finding_cites_the_latest_change_before_it_and_only_that() {
     assert!(events[0].concerns("vx0", &["wg0".into()]));
 }
 
-/// Runs `ip` (the test's own tool) in the test's namespace.
-fn ip(args: &str) {
-    let ok = Command::new("ip")
-        .args(args.split_whitespace())
-        .status()
-        .expect("run ip");
-    assert!(ok.success(), "ip {args} failed");
-}
-
 fn set_cc(name: &str) {
     std::fs::write("/proc/sys/net/ipv4/tcp_congestion_control", name).expect("set cc");
 }
@@ -151,64 +142,54 @@ fn changes_in_a_real_namespace_are_seen_and_no_change_is_not() {
     if !crate::testing::root_or_skip("for a network namespace") {
         return;
     }
-    std::thread::spawn(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            // No IPv6 on the test's links: the kernel adds a link-local address some time
-            // after a link comes up, a real change the control would otherwise catch.
-            std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1")
-                .expect("disable IPv6");
-            ip("link add tl0 type veth peer name tl1");
-            ip("link set tl1 up");
-            ip("link set tl0 mtu 1420 up");
-            ip("addr add 10.77.0.1/24 dev tl0");
-            // Only the allowed modules may be set in a namespace (tcp_allowed_congestion_control).
-            set_cc("reno");
-            let firewall = crate::config::firewall::Ruleset::default();
-            let parts = WindowParts {
-                routes: None,
-                firewall: &firewall,
-            };
-            let first = read_window(parts).await;
-            let control = read_window(parts).await;
-            assert!(
-                diff(&first, &control, 1).is_empty(),
-                "{:?}",
-                diff(&first, &control, 1)
-            );
+    crate::testing::in_new_netns(|| async {
+        // No IPv6 on the test's links: the kernel adds a link-local address some time
+        // after a link comes up, a real change the control would otherwise catch.
+        std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1").expect("disable IPv6");
+        ip("link add tl0 type veth peer name tl1");
+        ip("link set tl1 up");
+        ip("link set tl0 mtu 1420 up");
+        ip("addr add 10.77.0.1/24 dev tl0");
+        // Only the allowed modules may be set in a namespace (tcp_allowed_congestion_control).
+        set_cc("reno");
+        let firewall = crate::config::firewall::Ruleset::default();
+        let parts = WindowParts {
+            routes: None,
+            firewall: &firewall,
+        };
+        let first = read_window(parts).await;
+        let control = read_window(parts).await;
+        assert!(
+            diff(&first, &control, 1).is_empty(),
+            "{:?}",
+            diff(&first, &control, 1)
+        );
 
-            ip("link set tl0 mtu 1380");
-            set_cc("bbr");
-            let fast = read_fast().await;
-            let mut routes = first.clone();
-            routes.update(read_fast().await);
-            ip("route add 10.88.0.0/16 via 10.77.0.2 dev tl0");
-            let window = read_window(parts).await;
-            let seen = texts(&diff(&first, &window, 1));
-            assert!(
-                seen.contains(&"tl0's MTU changed 1420 → 1380".to_owned()),
-                "{seen:?}"
-            );
-            assert!(
-                seen.contains(&"net.ipv4.tcp_congestion_control changed reno → bbr".to_owned()),
-                "{seen:?}"
-            );
-            // A notification's reading has links and routes, not sysctls.
-            let notified = texts(&diff(&first, &fast, 1));
-            assert_eq!(notified, ["tl0's MTU changed 1420 → 1380"]);
-            let with_route = texts(&diff(&routes, &read_fast().await, 1));
-            assert_eq!(
-                with_route,
-                ["route 10.88.0.0/16 table main added: via 10.77.0.2 dev tl0"]
-            );
-        });
-    })
-    .join()
-    .expect("the namespace's thread failed");
+        ip("link set tl0 mtu 1380");
+        set_cc("bbr");
+        let fast = read_fast().await;
+        let mut routes = first.clone();
+        routes.update(read_fast().await);
+        ip("route add 10.88.0.0/16 via 10.77.0.2 dev tl0");
+        let window = read_window(parts).await;
+        let seen = texts(&diff(&first, &window, 1));
+        assert!(
+            seen.contains(&"tl0's MTU changed 1420 → 1380".to_owned()),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&"net.ipv4.tcp_congestion_control changed reno → bbr".to_owned()),
+            "{seen:?}"
+        );
+        // A notification's reading has links and routes, not sysctls.
+        let notified = texts(&diff(&first, &fast, 1));
+        assert_eq!(notified, ["tl0's MTU changed 1420 → 1380"]);
+        let with_route = texts(&diff(&routes, &read_fast().await, 1));
+        assert_eq!(
+            with_route,
+            ["route 10.88.0.0/16 table main added: via 10.77.0.2 dev tl0"]
+        );
+    });
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub mod tailscale;
 pub mod topology;
 pub mod topology6;
 pub mod traffic;
+pub mod udp_stream;
 pub mod units;
 pub mod veth;
 pub mod vpncloud;

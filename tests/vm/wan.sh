@@ -57,9 +57,10 @@ if wants mathis; then
     path 20 2
     flow wan_cubic_20_2 cubic
     iperf wan_bbr_20_2 bbr
-    # At 200 ms a short connection is still in slow start: 12 s, the window 10.
+    # At 200 ms a short connection is still in slow start and moves few segments (at 2 %
+    # loss a 10 s window once read 0.99 %, under the rule's 1 %): 16 s, the window 14.
     path 200 2
-    flow wan_cubic_200_2 cubic 12 10s
+    flow wan_cubic_200_2 cubic 16 14s
     iperf wan_bbr_200_2 bbr
 fi
 if ! wants wan_faults; then

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{ensure, Result};
 use netdoctor_lab::agent::{self, Agent};
 use netdoctor_lab::loss::{Direction, PacketLoss};
-use netdoctor_lab::{lab_guard, traffic, Iperf3Opts, Iperf3Server, PairTopology};
+use netdoctor_lab::udp_stream::{udp_stream, UdpStream};
+use netdoctor_lab::{lab_guard, PairTopology};
 
 use crate::diagnose_wg_path::lab::Lab;
 
@@ -32,23 +33,19 @@ fn peer_series(text: &str, iface: &str, peer: &str, after: f64) -> Option<(f64, 
     ))
 }
 
-/// a sends b steady UDP through the tunnel for `secs` while `check` polls b's metrics.
+/// a sends b steady UDP through the tunnel for `secs` (16 Mbit/s of 1200-byte datagrams,
+/// with no handshake that loss could stall) while `check` polls b's metrics.
 fn with_traffic<T>(
     lab: &Lab,
     port: u16,
-    secs: u32,
+    secs: u64,
     check: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    let _server = Iperf3Server::start(lab.b(), port)?;
     std::thread::scope(|s| {
         let client = s.spawn(|| {
-            let mut opts = Iperf3Opts::new(lab.wg.b.ip());
-            opts.port = port;
-            opts.udp = true;
-            opts.bitrate = Some("16M".into());
-            opts.duration_secs = secs;
-            opts.extra_args = vec!["-l".into(), "1200".into()];
-            traffic::iperf3_client(lab.a(), &opts)
+            let mut stream = UdpStream::new(lab.wg.b.ip(), port, 16_000_000);
+            stream.duration = Duration::from_secs(secs);
+            udp_stream(lab.a(), lab.b(), &stream)
         });
         let out = check();
         let _ = client.join();
@@ -64,7 +61,7 @@ fn unix_s() -> f64 {
 
 #[test]
 fn agent_exposes_each_peers_underlay_loss_and_handshake_rtt() -> Result<()> {
-    lab_guard!("wireguard-go", "wg", "iperf3", "nft");
+    lab_guard!("wireguard-go", "wg", "nft");
     let lab = Lab::over_pair()?;
     let agent = Agent::start(lab.b(), &["--no-probe", "--interval", "2s"])?;
     let (iface, peer) = (lab.wg.b.ifname(), lab.wg.a.public_key());

@@ -4,16 +4,15 @@
 //! bounded by design (interfaces, directions, congestion control modules, drop reasons,
 //! connection limits, finding ids), never per flow, address or port.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{self, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::daemon::state::{Shared, View, SRTT_BUCKETS};
-use crate::kernel::packet::counters::{DirCounters, SIZE_BUCKET_BOUNDS};
+use crate::daemon::state::{Shared, View};
+use out::Out;
 
 use MetricType::{COUNTER, GAUGE, HISTOGRAM};
 
@@ -76,358 +75,6 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_store_errors_total", "Operations of the monitor on the history database that failed (writes, mostly).", COUNTER, &[]),
 ];
 
-/// Builds the families of one scrape.
-struct Out {
-    families: BTreeMap<&'static str, MetricFamily>,
-}
-
-impl Out {
-    fn new() -> Self {
-        let mut families = BTreeMap::new();
-        for (name, help, kind, _) in FAMILIES {
-            let mut f = MetricFamily::default();
-            f.set_name((*name).to_owned());
-            f.set_help((*help).to_owned());
-            f.set_field_type(*kind);
-            families.insert(*name, f);
-        }
-        Out { families }
-    }
-
-    fn labels(name: &str, values: &[&str]) -> Vec<LabelPair> {
-        let names = FAMILIES
-            .iter()
-            .find(|f| f.0 == name)
-            .map_or(&[][..], |f| f.3);
-        names
-            .iter()
-            .zip(values)
-            .map(|(n, v)| {
-                let mut l = LabelPair::default();
-                l.set_name((*n).to_owned());
-                l.set_value((*v).to_owned());
-                l
-            })
-            .collect()
-    }
-
-    /// Adds a gauge or counter sample (by the family's declared type).
-    fn put(&mut self, name: &'static str, values: &[&str], v: f64) {
-        let Some(f) = self.families.get_mut(name) else {
-            return;
-        };
-        let mut m = Metric::default();
-        m.set_label(Self::labels(name, values));
-        if f.get_field_type() == COUNTER {
-            let mut c = proto::Counter::default();
-            c.set_value(v);
-            m.set_counter(c);
-        } else {
-            let mut g = proto::Gauge::default();
-            g.set_value(v);
-            m.set_gauge(g);
-        }
-        f.mut_metric().push(m);
-    }
-
-    fn histogram(
-        &mut self,
-        name: &'static str,
-        values: &[&str],
-        bounds: &[f64],
-        counts: &[u64],
-        sum: f64,
-    ) {
-        let Some(f) = self.families.get_mut(name) else {
-            return;
-        };
-        let mut h = proto::Histogram::default();
-        let mut cumulative = 0;
-        let mut buckets = Vec::with_capacity(bounds.len());
-        for (bound, n) in bounds.iter().zip(counts) {
-            cumulative += n;
-            let mut b = proto::Bucket::default();
-            b.set_upper_bound(*bound);
-            b.set_cumulative_count(cumulative);
-            buckets.push(b);
-        }
-        h.set_bucket(buckets);
-        h.set_sample_count(counts.iter().sum());
-        h.set_sample_sum(sum);
-        let mut m = Metric::default();
-        m.set_label(Self::labels(name, values));
-        m.set_histogram(h);
-        f.mut_metric().push(m);
-    }
-
-    fn finish(self) -> Vec<MetricFamily> {
-        self.families
-            .into_values()
-            .filter(|f| !f.get_metric().is_empty())
-            .collect()
-    }
-}
-
-fn direction(out: &mut Out, iface: &str, dir: &str, c: &DirCounters) {
-    let f = |v: u64| v as f64;
-    out.put(
-        "netdoctor_interface_packets_total",
-        &[iface, dir],
-        f(c.packets),
-    );
-    out.put(
-        "netdoctor_interface_segments_total",
-        &[iface, dir],
-        f(c.segments),
-    );
-    out.put("netdoctor_interface_bytes_total", &[iface, dir], f(c.bytes));
-    out.put(
-        "netdoctor_interface_fragments_total",
-        &[iface, dir],
-        f(c.fragments()),
-    );
-    out.put(
-        "netdoctor_interface_df_over_mtu_total",
-        &[iface, dir],
-        f(c.df_over_mtu),
-    );
-    out.put(
-        "netdoctor_interface_local_tcp_segments_total",
-        &[iface, dir],
-        f(c.local_tcp_segments),
-    );
-    out.put(
-        "netdoctor_interface_local_tcp_retransmits_total",
-        &[iface, dir],
-        f(c.local_tcp_retransmits),
-    );
-    for (i, n) in c.size_buckets.iter().enumerate() {
-        let le = SIZE_BUCKET_BOUNDS
-            .get(i)
-            .map_or_else(|| "+Inf".to_owned(), ToString::to_string);
-        out.put(
-            "netdoctor_interface_segment_size_total",
-            &[iface, dir, &le],
-            f(*n),
-        );
-    }
-}
-
-/// The families of the current view.
-fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
-    let mut out = Out::new();
-    let max_peer_labels = shared.config.max_peer_labels;
-    for v in view.interfaces.values().filter(|v| v.watched) {
-        let name = v.name.as_str();
-        out.put("netdoctor_interface_info", &[name, &v.kind], 1.0);
-        out.put("netdoctor_interface_mtu_bytes", &[name], f64::from(v.mtu));
-        direction(&mut out, name, "rx", &v.counters.ingress);
-        direction(&mut out, name, "tx", &v.counters.egress);
-        out.put(
-            "netdoctor_interface_icmp_too_big_total",
-            &[name],
-            (v.counters.ingress.icmp_frag_needed + v.counters.ingress.icmp6_packet_too_big) as f64,
-        );
-        let Some(facts) = &v.facts else { continue };
-        out.put(
-            "netdoctor_tcp_forwarded_retransmit_ratio",
-            &[name],
-            facts.traffic.tcp_retrans_ratio,
-        );
-        let t = &facts.tunnel;
-        if t.present {
-            for (source, bytes) in [
-                ("expected", t.overhead_expected),
-                ("measured", t.overhead_measured),
-            ] {
-                if bytes >= 0 {
-                    out.put(
-                        "netdoctor_tunnel_overhead_bytes",
-                        &[name, source],
-                        bytes as f64,
-                    );
-                    if t.effective_underlay_mtu > 0 {
-                        out.put(
-                            "netdoctor_tunnel_overhead_ratio",
-                            &[name, source],
-                            bytes as f64 / t.effective_underlay_mtu as f64,
-                        );
-                    }
-                }
-            }
-            if t.underlay_mtu > 0 {
-                out.put(
-                    "netdoctor_tunnel_underlay_mtu_bytes",
-                    &[name],
-                    t.underlay_mtu as f64,
-                );
-            }
-            if t.max_mtu > 0 {
-                out.put("netdoctor_tunnel_max_mtu_bytes", &[name], t.max_mtu as f64);
-            }
-        }
-        if facts.probe.ran {
-            out.put(
-                "netdoctor_path_mtu_bytes",
-                &[name],
-                facts.probe.path_mtu as f64,
-            );
-            out.put(
-                "netdoctor_path_mtu_blackhole",
-                &[name],
-                f64::from(u8::from(facts.probe.blackhole)),
-            );
-        }
-    }
-    wg_path::peer_paths(&mut out, view, shared.config.max_path_peers);
-    let uptime_s = shared.started.elapsed().as_secs() as i64;
-    for (iface, peers) in &view.handshakes {
-        out.put("netdoctor_wireguard_peers", &[iface], peers.len() as f64);
-        // A peer that never completed a handshake is as stale as the agent is old.
-        let age = |a: i64| if a < 0 { uptime_s } else { a };
-        if let Some(max) = peers.iter().map(|(_, a)| age(*a)).max() {
-            out.put(
-                "netdoctor_wireguard_handshake_age_max_seconds",
-                &[iface],
-                max as f64,
-            );
-        }
-        if peers.len() <= max_peer_labels {
-            for (peer, a) in peers {
-                out.put(
-                    "netdoctor_wireguard_handshake_age_seconds",
-                    &[iface, peer],
-                    age(*a) as f64,
-                );
-            }
-        }
-    }
-    for ((iface, cc), t) in &view.tcp {
-        out.put(
-            "netdoctor_tcp_data_segments_total",
-            &[iface, cc],
-            t.segments as f64,
-        );
-        out.put(
-            "netdoctor_tcp_retransmits_total",
-            &[iface, cc],
-            t.retransmits as f64,
-        );
-        out.put("netdoctor_tcp_retransmit_ratio", &[iface, cc], t.last_ratio);
-    }
-    for ((iface, limit), t) in &view.limits {
-        out.put(
-            "netdoctor_tcp_connections",
-            &[iface, limit],
-            t.connections as f64,
-        );
-        out.put(
-            "netdoctor_tcp_limited_bytes_total",
-            &[iface, limit],
-            t.bytes as f64,
-        );
-    }
-    for (iface, h) in &view.srtt {
-        // The encoder adds the +Inf bucket from the sample count.
-        out.histogram(
-            "netdoctor_tcp_srtt_seconds",
-            &[iface],
-            &SRTT_BUCKETS,
-            &h.counts,
-            h.sum,
-        );
-    }
-    for d in &view.drops {
-        out.put(
-            "netdoctor_drops_total",
-            &[&d.interface, &d.reason],
-            d.packets_total as f64,
-        );
-    }
-    // Findings about several subjects (peers, flows) make one series: the alert is about
-    // the interface.
-    let active: std::collections::BTreeSet<(&str, String, &str)> = view
-        .active
-        .iter()
-        .map(|f| (f.id.as_str(), f.severity.to_string(), f.interface.as_str()))
-        .collect();
-    for (id, severity, iface) in &active {
-        out.put("netdoctor_finding_active", &[id, severity, iface], 1.0);
-    }
-    out.put("netdoctor_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
-    let h = &view.health;
-    out.put(
-        "netdoctor_bpf_programs_attached",
-        &[],
-        h.programs_attached as f64,
-    );
-    out.put(
-        "netdoctor_attach_failures_total",
-        &[],
-        shared.attach_failures.load(Ordering::Relaxed) as f64,
-    );
-    let changes = shared
-        .config_changes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    for (kind, n) in changes {
-        out.put("netdoctor_config_changes_total", &[kind], n as f64);
-    }
-    for (program, loaded) in &h.programs_loaded {
-        out.put(
-            "netdoctor_bpf_program_loaded",
-            &[program],
-            f64::from(u8::from(*loaded)),
-        );
-    }
-    for (map, fill) in &h.map_fill {
-        out.put("netdoctor_bpf_map_fill_ratio", &[map], *fill);
-    }
-    if h.flow_table.capacity > 0 {
-        out.put(
-            "netdoctor_flow_table_capacity",
-            &[],
-            h.flow_table.capacity as f64,
-        );
-        out.put(
-            "netdoctor_flow_table_evictions_total",
-            &[],
-            h.flow_table.evictions as f64,
-        );
-    }
-    if let Some(on) = h.bpf_stats_enabled {
-        out.put("netdoctor_bpf_stats_enabled", &[], f64::from(u8::from(on)));
-    }
-    for (program, (runs, ns)) in &h.program_stats {
-        out.put("netdoctor_bpf_run_count_total", &[program], *runs as f64);
-        out.put(
-            "netdoctor_bpf_run_time_seconds_total",
-            &[program],
-            *ns as f64 / 1e9,
-        );
-    }
-    let store = shared.store.health();
-    out.put(
-        "netdoctor_store_healthy",
-        &[],
-        f64::from(u8::from(store.is_ok())),
-    );
-    out.put(
-        "netdoctor_store_errors_total",
-        &[],
-        store.errors_total as f64,
-    );
-    if h.last_evaluation_ms > 0 {
-        out.put(
-            "netdoctor_last_evaluation_timestamp_seconds",
-            &[],
-            h.last_evaluation_ms as f64 / 1000.0,
-        );
-    }
-    out.finish()
-}
-
 /// The collector registered with the registry.
 #[derive(Debug)]
 struct ViewCollector {
@@ -480,6 +127,22 @@ impl Metrics {
     }
 }
 
+mod agent_health;
+mod interfaces;
+mod out;
+mod tcp;
 #[cfg(test)]
 mod tests;
 pub(crate) mod wg_path;
+
+/// The families of the current view.
+fn families(view: &View, shared: &Shared) -> Vec<MetricFamily> {
+    let mut out = Out::new();
+    interfaces::interfaces(&mut out, view);
+    wg_path::peer_paths(&mut out, view, shared.config.max_path_peers);
+    let uptime_s = shared.started.elapsed().as_secs() as i64;
+    wg_path::handshakes(&mut out, view, uptime_s, shared.config.max_peer_labels);
+    tcp::tcp_and_drops(&mut out, view);
+    agent_health::agent_health(&mut out, view, shared);
+    out.finish()
+}

@@ -1,4 +1,4 @@
-//! Per-peer WireGuard path series: the underlay loss of what each peer sent this host, the
+//! Per-peer WireGuard series: handshake ages, and the path series: the underlay loss of what each peer sent this host, the
 //! messages it sent, and the latest handshake's round trip (facts of the last window,
 //! `peer.underlay_*`, `peer.rtt_ms`). A fleet's agents together give the mesh's loss
 //! matrix: each measures its inbound direction.
@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use super::Out;
+use super::out::Out;
 use crate::daemon::state::View;
 use crate::facts::PeerFacts;
 
@@ -64,4 +64,30 @@ pub(crate) fn worst_first(a: &PeerFacts, b: &PeerFacts) -> Ordering {
         .total_cmp(&a.underlay_loss_percent)
         .then(b.underlay_expected.cmp(&a.underlay_expected))
         .then(a.name.cmp(&b.name))
+}
+
+/// Puts each interface's peer count and handshake ages (per peer only while the interface has
+/// at most `max_peer_labels` peers); a peer never handshaken counts from the agent's start.
+pub(super) fn handshakes(out: &mut Out, view: &View, uptime_s: i64, max_peer_labels: usize) {
+    for (iface, peers) in &view.handshakes {
+        out.put("netdoctor_wireguard_peers", &[iface], peers.len() as f64);
+        // A peer that never completed a handshake is as stale as the agent is old.
+        let age = |a: i64| if a < 0 { uptime_s } else { a };
+        if let Some(max) = peers.iter().map(|(_, a)| age(*a)).max() {
+            out.put(
+                "netdoctor_wireguard_handshake_age_max_seconds",
+                &[iface],
+                max as f64,
+            );
+        }
+        if peers.len() <= max_peer_labels {
+            for (peer, a) in peers {
+                out.put(
+                    "netdoctor_wireguard_handshake_age_seconds",
+                    &[iface, peer],
+                    age(*a) as f64,
+                );
+            }
+        }
+    }
 }

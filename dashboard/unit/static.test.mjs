@@ -63,7 +63,7 @@ test('views never write markup from data (no innerHTML)', () => {
 });
 
 test('the pure modules load in Node (no DOM at import time)', async () => {
-  for (const m of ['format.js', 'units.js', 'model.js', 'limits.js', 'peers.js', 'api.js']) {
+  for (const m of ['format.js', 'units.js', 'model.js', 'series.js', 'limits.js', 'peers.js', 'api.js']) {
     const mod = await import(join(web, m));
     assert.ok(Object.keys(mod).length > 0, m);
   }

@@ -6,9 +6,10 @@
 
 import { h, replaceContent, errorBox, selectValue } from '../dom.js';
 import { formatBitRate, formatPercent, formatCount, formatMtu, formatTimestamp, known } from '../format.js';
+import { routeHash } from '../model.js';
 import {
-  throughputSeries, retransSeries, dropsSeries, pmtuSeries, sizeHistogram, routeHash, orderSamples,
-} from '../model.js';
+  throughputSeries, retransSeries, dropsSeries, pmtuSeries, sizeHistogram, orderSamples,
+} from '../series.js';
 import { timeAxisIncrs, timeAxisLabels } from '../timeaxis.js';
 import { eventsFor } from '../events.js';
 import { eventMarkersHook } from './markers.js';

@@ -25,3 +25,4 @@ mod rule_limits;
 mod sigkill;
 mod sigterm;
 mod timeline;
+mod timeline_peers;

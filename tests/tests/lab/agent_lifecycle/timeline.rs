@@ -18,14 +18,14 @@ use crate::agent_lifecycle::helpers::{open_store, with_id};
 use crate::agent_lifecycle::lab::{mtu_lab, EXCEEDS, FITTING_MTU, OVERSIZED_MTU, SETTLE};
 
 /// The evaluation interval of these tests.
-const INTERVAL: Duration = Duration::from_secs(3);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(3);
 /// What "within one interval" allows on two busy CPUs: the interval and a second.
 const ONE_INTERVAL: Duration = Duration::from_secs(4);
 /// A route the test adds through the tunnel.
 const ROUTE: &str = "10.123.0.0/24";
 
 /// The event of `kind` on `iface` whose text contains `text`, if served.
-fn event<'a>(r: &'a agent::Reply, kind: &str, text: &str) -> Option<&'a Value> {
+pub(crate) fn event<'a>(r: &'a agent::Reply, kind: &str, text: &str) -> Option<&'a Value> {
     r.items()
         .iter()
         .find(|e| e["kind"] == kind && e["text"].as_str().is_some_and(|t| t.contains(text)))
@@ -33,7 +33,12 @@ fn event<'a>(r: &'a agent::Reply, kind: &str, text: &str) -> Option<&'a Value> {
 
 /// Polls the events until one of `kind` whose text contains `text` is there, within
 /// [`ONE_INTERVAL`] of `since`.
-fn within_one_interval(agent: &Agent, since: Instant, kind: &str, text: &str) -> Result<Value> {
+pub(crate) fn within_one_interval(
+    agent: &Agent,
+    since: Instant,
+    kind: &str,
+    text: &str,
+) -> Result<Value> {
     let left = ONE_INTERVAL.saturating_sub(since.elapsed());
     agent.poll(
         "/api/v1/events",

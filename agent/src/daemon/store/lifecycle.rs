@@ -101,6 +101,10 @@ pub struct StoredFinding {
     /// host-wide: "began 40 s after wg0's MTU changed 1420 → 1500"; left out when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// Why evidence values are unknown, by evidence name, at the last evaluation that
+    /// reported it (the finding's `unknown`); left out when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown: BTreeMap<String, String>,
 }
 
 /// The identity of a finding, as reported in [`Transitions`].
@@ -125,7 +129,7 @@ pub struct Transitions {
 
 /// The columns [`Raw::from_row`] reads, in order.
 const COLUMNS: &str = "id, interface, subject, severity, summary, evidence, fix, reference, \
-                       opened_ms, last_seen_ms, resolved_ms, evaluations, cause";
+                       opened_ms, last_seen_ms, resolved_ms, evaluations, cause, unknown";
 
 /// Active first, then newest opened first; `row_id` keeps pages stable.
 const ORDER: &str = "resolved_ms IS NOT NULL, opened_ms DESC, row_id DESC";
@@ -170,13 +174,13 @@ impl Store {
                 .collect::<Result<_, _>>()?;
             let mut refresh = tx.prepare_cached(
                 "UPDATE findings SET severity = ?1, summary = ?2, evidence = ?3, fix = ?4, \
-                 reference = ?5, last_seen_ms = ?6, evaluations = evaluations + 1 \
-                 WHERE row_id = ?7",
+                 reference = ?5, last_seen_ms = ?6, evaluations = evaluations + 1, \
+                 unknown = ?8 WHERE row_id = ?7",
             )?;
             let mut open = tx.prepare_cached(
                 "INSERT INTO findings (id, interface, subject, severity, summary, evidence, \
-                 fix, reference, opened_ms, last_seen_ms, evaluations) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 1)",
+                 fix, reference, opened_ms, last_seen_ms, evaluations, unknown) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 1, ?10)",
             )?;
             let mut seen = HashSet::new();
             for f in findings {
@@ -190,6 +194,7 @@ impl Store {
                         what: "finding evidence",
                         source,
                     })?;
+                let unknown = unknown_column(&f.unknown)?;
                 let severity = f.severity.to_string();
                 match active.remove(&(f.id.clone(), subject.to_owned())) {
                     Some(row_id) => {
@@ -200,7 +205,8 @@ impl Store {
                             f.fix,
                             f.reference,
                             now_ms,
-                            row_id
+                            row_id,
+                            unknown
                         ])?;
                     }
                     None => {
@@ -213,7 +219,8 @@ impl Store {
                             evidence,
                             f.fix,
                             f.reference,
-                            now_ms
+                            now_ms,
+                            unknown
                         ])?;
                         out.opened.push(key(&f.id, interface, subject));
                     }
@@ -297,6 +304,19 @@ impl Store {
     }
 }
 
+/// The `unknown` column: the reasons as a JSON object, NULL when there are none.
+fn unknown_column(unknown: &BTreeMap<String, String>) -> Result<Option<String>, StoreError> {
+    if unknown.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(unknown)
+        .map(Some)
+        .map_err(|source| StoreError::Json {
+            what: "finding unknown reasons",
+            source,
+        })
+}
+
 /// A [`FindingKey`] from stored columns (`""` is no subject).
 fn key(id: &str, interface: &str, subject: &str) -> FindingKey {
     FindingKey {
@@ -319,6 +339,7 @@ struct Raw {
     resolved_ms: Option<i64>,
     evaluations: i64,
     cause: Option<String>,
+    unknown: Option<String>,
 }
 
 impl Raw {
@@ -339,10 +360,11 @@ impl Raw {
             resolved_ms: row.get(10)?,
             evaluations: row.get(11)?,
             cause: row.get(12)?,
+            unknown: row.get(13)?,
         })
     }
 
-    /// Decodes the severity and the evidence.
+    /// Decodes the severity, the evidence and the unknown reasons.
     fn decode(self) -> Result<StoredFinding, StoreError> {
         let severity =
             serde_json::from_value(serde_json::Value::String(self.severity)).map_err(|source| {
@@ -355,6 +377,13 @@ impl Raw {
             what: "finding evidence",
             source,
         })?;
+        let unknown = match self.unknown.as_deref() {
+            None => BTreeMap::new(),
+            Some(text) => serde_json::from_str(text).map_err(|source| StoreError::Json {
+                what: "finding unknown reasons",
+                source,
+            })?,
+        };
         Ok(StoredFinding {
             id: self.key.id,
             interface: self.key.interface,
@@ -374,6 +403,7 @@ impl Raw {
             resolved_ms: self.resolved_ms,
             evaluations: to_u64(self.evaluations),
             cause: self.cause,
+            unknown,
         })
     }
 }

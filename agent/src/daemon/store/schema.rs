@@ -76,6 +76,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     -- The change a finding began after: began 40 s after wg0's MTU changed 1420 → 1500.
     ALTER TABLE findings ADD COLUMN cause TEXT;
     ",
+    // 3: why evidence values are unknown, so the history prints "n/a (why)" as the report.
+    "
+    -- JSON object, evidence name -> reason (Finding::unknown); NULL when none.
+    ALTER TABLE findings ADD COLUMN unknown TEXT;
+    ",
 ];
 
 /// The schema version this binary writes: the number of migration steps.

@@ -98,6 +98,7 @@ fn a_history_from_before_the_timeline_is_upgraded_keeping_its_findings() {
         (active[0].id.as_str(), active[0].cause.as_deref()),
         ("old", None)
     );
+    assert!(active[0].unknown.is_empty());
     s.insert_events(&[event(5, "wg0")]).expect("insert");
     assert_eq!(event_times(&s), [5]);
 }

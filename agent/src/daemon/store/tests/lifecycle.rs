@@ -303,3 +303,35 @@ fn stored_finding_serializes_to_the_api_shape() {
         })
     );
 }
+
+#[test]
+fn why_evidence_is_unknown_is_kept_and_follows_the_last_evaluation() {
+    let dir = tempdir();
+    let path = dir.path().join("history.db");
+    let mut f = finding("mtu.x", None, Severity::Warning, -1);
+    f.unknown = BTreeMap::from([(
+        "tunnel_mtu".to_string(),
+        "not measured: its BPF program is unavailable".to_string(),
+    )]);
+    {
+        let s = Store::open(&path, Retention::default()).expect("open");
+        s.record("wg0", 1, std::slice::from_ref(&f))
+            .expect("record");
+    }
+    // Across a reopen, in the stored finding and its JSON.
+    let s = Store::open(&path, Retention::default()).expect("reopen");
+    let stored = &s.active_findings().expect("active")[0];
+    assert_eq!(stored.unknown, f.unknown);
+    let json = serde_json::to_value(stored).expect("json");
+    assert_eq!(
+        json["unknown"]["tunnel_mtu"],
+        "not measured: its BPF program is unavailable"
+    );
+    // The next evaluation knows the value: the reason goes with it.
+    let known = finding("mtu.x", None, Severity::Warning, 1420);
+    s.record("wg0", 2, &[known]).expect("refresh");
+    let stored = &s.active_findings().expect("active")[0];
+    assert!(stored.unknown.is_empty(), "{:?}", stored.unknown);
+    let json = serde_json::to_value(stored).expect("json");
+    assert!(json.get("unknown").is_none(), "{json}");
+}

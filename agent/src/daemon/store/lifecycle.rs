@@ -7,11 +7,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use rusqlite::{params, Connection, Row, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
+use super::finding_row::{key, unknown_column, Raw, COLUMNS};
 use super::query::{Filter, PageSpec};
-use super::{to_u64, Page, Store, StoreError};
+use super::{Page, Store, StoreError};
 use crate::rules::finding::{Finding, Severity};
 
 /// Whether a stored finding still holds.
@@ -126,10 +127,6 @@ pub struct Transitions {
     /// Findings that were active and are not any more, by id then subject.
     pub resolved: Vec<FindingKey>,
 }
-
-/// The columns [`Raw::from_row`] reads, in order.
-const COLUMNS: &str = "id, interface, subject, severity, summary, evidence, fix, reference, \
-                       opened_ms, last_seen_ms, resolved_ms, evaluations, cause, unknown";
 
 /// Active first, then newest opened first; `row_id` keeps pages stable.
 const ORDER: &str = "resolved_ms IS NOT NULL, opened_ms DESC, row_id DESC";
@@ -301,109 +298,5 @@ impl Store {
             Ok(raws)
         })?;
         raws.into_iter().map(Raw::decode).collect()
-    }
-}
-
-/// The `unknown` column: the reasons as a JSON object, NULL when there are none.
-fn unknown_column(unknown: &BTreeMap<String, String>) -> Result<Option<String>, StoreError> {
-    if unknown.is_empty() {
-        return Ok(None);
-    }
-    serde_json::to_string(unknown)
-        .map(Some)
-        .map_err(|source| StoreError::Json {
-            what: "finding unknown reasons",
-            source,
-        })
-}
-
-/// A [`FindingKey`] from stored columns (`""` is no subject).
-fn key(id: &str, interface: &str, subject: &str) -> FindingKey {
-    FindingKey {
-        id: id.to_owned(),
-        interface: interface.to_owned(),
-        subject: (!subject.is_empty()).then(|| subject.to_owned()),
-    }
-}
-
-/// A findings row as stored, before its JSON and text columns are decoded.
-struct Raw {
-    key: FindingKey,
-    severity: String,
-    summary: String,
-    evidence: String,
-    fix: String,
-    reference: Option<String>,
-    opened_ms: i64,
-    last_seen_ms: i64,
-    resolved_ms: Option<i64>,
-    evaluations: i64,
-    cause: Option<String>,
-    unknown: Option<String>,
-}
-
-impl Raw {
-    /// Reads the [`COLUMNS`] of one row.
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Raw> {
-        let id: String = row.get(0)?;
-        let interface: String = row.get(1)?;
-        let subject: String = row.get(2)?;
-        Ok(Raw {
-            key: key(&id, &interface, &subject),
-            severity: row.get(3)?,
-            summary: row.get(4)?,
-            evidence: row.get(5)?,
-            fix: row.get(6)?,
-            reference: row.get(7)?,
-            opened_ms: row.get(8)?,
-            last_seen_ms: row.get(9)?,
-            resolved_ms: row.get(10)?,
-            evaluations: row.get(11)?,
-            cause: row.get(12)?,
-            unknown: row.get(13)?,
-        })
-    }
-
-    /// Decodes the severity, the evidence and the unknown reasons.
-    fn decode(self) -> Result<StoredFinding, StoreError> {
-        let severity =
-            serde_json::from_value(serde_json::Value::String(self.severity)).map_err(|source| {
-                StoreError::Json {
-                    what: "finding severity",
-                    source,
-                }
-            })?;
-        let evidence = serde_json::from_str(&self.evidence).map_err(|source| StoreError::Json {
-            what: "finding evidence",
-            source,
-        })?;
-        let unknown = match self.unknown.as_deref() {
-            None => BTreeMap::new(),
-            Some(text) => serde_json::from_str(text).map_err(|source| StoreError::Json {
-                what: "finding unknown reasons",
-                source,
-            })?,
-        };
-        Ok(StoredFinding {
-            id: self.key.id,
-            interface: self.key.interface,
-            subject: self.key.subject,
-            severity,
-            summary: self.summary,
-            evidence,
-            fix: self.fix,
-            reference: self.reference,
-            state: if self.resolved_ms.is_some() {
-                FindingState::Resolved
-            } else {
-                FindingState::Active
-            },
-            opened_ms: self.opened_ms,
-            last_seen_ms: self.last_seen_ms,
-            resolved_ms: self.resolved_ms,
-            evaluations: to_u64(self.evaluations),
-            cause: self.cause,
-            unknown,
-        })
     }
 }

@@ -19,6 +19,7 @@
 
 mod events;
 mod file;
+mod finding_row;
 mod health;
 mod lifecycle;
 mod problem;

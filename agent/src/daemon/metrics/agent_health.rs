@@ -9,6 +9,13 @@ use crate::daemon::state::{Shared, View};
 
 /// Puts the findings' and the agent's own series.
 pub(super) fn agent_health(out: &mut Out, view: &View, shared: &Shared) {
+    findings(out, view);
+    programs(out, view, shared);
+    store_and_evaluation(out, view, shared);
+}
+
+/// One series per active finding id, severity and interface.
+fn findings(out: &mut Out, view: &View) {
     // Findings about several subjects (peers, flows) make one series: the alert is about
     // the interface.
     let active: std::collections::BTreeSet<(&str, String, &str)> = view
@@ -19,6 +26,11 @@ pub(super) fn agent_health(out: &mut Out, view: &View, shared: &Shared) {
     for (id, severity, iface) in &active {
         out.put("netdoctor_finding_active", &[id, severity, iface], 1.0);
     }
+}
+
+/// The build, the BPF programs and maps, attach failures, configuration changes, the flow
+/// table and the kernel's run statistics.
+fn programs(out: &mut Out, view: &View, shared: &Shared) {
     out.put("netdoctor_build_info", &[env!("CARGO_PKG_VERSION")], 1.0);
     let h = &view.health;
     out.put(
@@ -72,6 +84,11 @@ pub(super) fn agent_health(out: &mut Out, view: &View, shared: &Shared) {
             *ns as f64 / 1e9,
         );
     }
+}
+
+/// The history store's health and when the last evaluation finished.
+fn store_and_evaluation(out: &mut Out, view: &View, shared: &Shared) {
+    let h = &view.health;
     let store = shared.store.health();
     out.put(
         "netdoctor_store_healthy",

@@ -210,31 +210,42 @@ async fn tailscale_tunnel(iface: &Interface, daemon: tailscale::Daemon) -> Confi
 }
 
 /// The tunnel's WireGuard peers read again (counters, handshakes, current endpoints) from
-/// whoever reported them, with tailscaled's paths; `None` when they cannot be read.
-pub async fn read_peers(tun: &ConfiguredTunnel) -> Option<(Device, Option<TailscaleState>)> {
-    let name = tun.wireguard.as_ref()?.name.clone();
+/// whoever reported them, with tailscaled's paths; `None` for a tunnel without WireGuard
+/// peers, an error saying why when they cannot be read.
+pub async fn read_peers(
+    tun: &ConfiguredTunnel,
+) -> Result<Option<(Device, Option<TailscaleState>)>, String> {
+    let Some(name) = tun.wireguard.as_ref().map(|d| d.name.clone()) else {
+        return Ok(None);
+    };
     match &tun.tailscale {
         Some(ts) => {
-            let (device, paths) = tailscale::read(&name, &ts.daemon).await.ok()?;
+            let (device, paths) = tailscale::read(&name, &ts.daemon)
+                .await
+                .map_err(|e| e.to_string())?;
             let daemon = ts.daemon.clone();
-            Some((device, Some(TailscaleState { daemon, paths })))
+            Ok(Some((device, Some(TailscaleState { daemon, paths }))))
         }
-        None => wireguard::query(&name)
+        None => Ok(wireguard::query(&name)
             .await
-            .ok()
-            .flatten()
-            .map(|d| (d, None)),
+            .map_err(|e| e.to_string())?
+            .map(|d| (d, None))),
     }
 }
 
-/// The tunnel with its peers read again (see [`read_peers`]).
-pub async fn refresh(tun: &ConfiguredTunnel) -> ConfiguredTunnel {
+/// The tunnel with its peers read again (see [`read_peers`]); when they cannot be, the
+/// tunnel as it was and why.
+pub async fn refresh(tun: &ConfiguredTunnel) -> (ConfiguredTunnel, Option<String>) {
     let mut t = tun.clone();
-    if let Some((device, tailscale)) = read_peers(tun).await {
-        t.wireguard = Some(device);
-        t.tailscale = tailscale.or(t.tailscale);
+    match read_peers(tun).await {
+        Ok(Some((device, tailscale))) => {
+            t.wireguard = Some(device);
+            t.tailscale = tailscale.or(t.tailscale);
+            (t, None)
+        }
+        Ok(None) => (t, None),
+        Err(e) => (t, Some(e)),
     }
-    t
 }
 
 /// Identifies the tunnel behind `iface`.
@@ -345,5 +356,31 @@ pub fn family_name(ip: IpAddr) -> &'static str {
         "ipv4"
     } else {
         "ipv6"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Peers that cannot be read again (the device is gone: no UAPI socket, no kernel
+    /// WireGuard of that name) leave the tunnel as it was and say why, instead of passing
+    /// the start's counters off as the end's.
+    #[tokio::test]
+    async fn peers_that_cannot_be_read_again_say_why() {
+        let tun = ConfiguredTunnel {
+            wireguard: Some(Device {
+                name: "ndgone0".into(),
+                ..Device::default()
+            }),
+            ..ConfiguredTunnel::default()
+        };
+        let (again, why) = refresh(&tun).await;
+        assert_eq!(again.wireguard, tun.wireguard);
+        let why = why.expect("a reason");
+        assert!(!why.is_empty());
+        // A tunnel without WireGuard peers has nothing to read and nothing to say.
+        let (_, why) = refresh(&ConfiguredTunnel::default()).await;
+        assert_eq!(why, None);
     }
 }

@@ -118,16 +118,24 @@ pub(super) async fn refresh_until(
     notes: &mut Vec<String>,
 ) -> tunnel::ConfiguredTunnel {
     let until = tokio::time::Instant::from_std(until);
+    let name = tun
+        .wireguard
+        .as_ref()
+        .map_or("the tunnel", |d| d.name.as_str());
     match tokio::time::timeout_at(until, tunnel::refresh(tun)).await {
-        Ok(t) => t,
+        Ok((t, None)) => t,
+        Ok((t, Some(e))) => {
+            notes.push(format!(
+                "the peers of {name} could not be read again at the end of the observation \
+                 ({e}): their counters and handshakes are those of its start"
+            ));
+            t
+        }
         Err(_) => {
             notes.push(format!(
-                "the peers of {} were not read again at the end of the observation: no \
+                "the peers of {name} were not read again at the end of the observation: no \
                  answer within the diagnosis's time (--duration plus a second); their \
-                 counters and handshakes are those of its start",
-                tun.wireguard
-                    .as_ref()
-                    .map_or("the tunnel", |d| d.name.as_str())
+                 counters and handshakes are those of its start"
             ));
             tun.clone()
         }

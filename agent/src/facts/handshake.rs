@@ -53,7 +53,7 @@ pub async fn settle(
     while peers.iter().any(in_flight) && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
         let until = tokio::time::Instant::from_std(deadline);
-        let Ok(Some((dev, _))) = tokio::time::timeout_at(until, tunnel::read_peers(tun)).await
+        let Ok(Ok(Some((dev, _)))) = tokio::time::timeout_at(until, tunnel::read_peers(tun)).await
         else {
             return;
         };

@@ -14,6 +14,8 @@ pub(crate) enum Underlay {
     Pair(PairTopology),
     /// a (the client) — router — b (the server).
     Line(LineTopology),
+    /// The same with the tunnel over IPv6 (the endpoints are the IPv6 addresses).
+    Line6(LineTopology),
 }
 
 /// A wireguard-go tunnel over a 1500-byte underlay (a initiated its handshake).
@@ -49,11 +51,28 @@ impl Lab {
         })
     }
 
+    /// The tunnel over IPv6 through a forwarding router (IPv4 inside).
+    pub(crate) fn over_router6() -> Result<Lab> {
+        let line = LineTopology::new(&LineConfig::default())?;
+        line.add_ipv6()?;
+        let wg = WgTunnel::new(
+            &line.client,
+            LineTopology::CLIENT_IP6,
+            &line.server,
+            LineTopology::SERVER_IP6,
+            &WgConfig::default(),
+        )?;
+        Ok(Lab {
+            wg,
+            underlay: Underlay::Line6(line),
+        })
+    }
+
     /// a's namespace.
     pub(crate) fn a(&self) -> &Netns {
         match &self.underlay {
             Underlay::Pair(p) => &p.a,
-            Underlay::Line(l) => &l.client,
+            Underlay::Line(l) | Underlay::Line6(l) => &l.client,
         }
     }
 
@@ -61,7 +80,15 @@ impl Lab {
     pub(crate) fn b(&self) -> &Netns {
         match &self.underlay {
             Underlay::Pair(p) => &p.b,
-            Underlay::Line(l) => &l.server,
+            Underlay::Line(l) | Underlay::Line6(l) => &l.server,
+        }
+    }
+
+    /// a's underlay interface.
+    pub(crate) fn a_if(&self) -> &'static str {
+        match &self.underlay {
+            Underlay::Pair(_) => PairTopology::IFNAME,
+            Underlay::Line(_) | Underlay::Line6(_) => LineTopology::CLIENT_IF,
         }
     }
 
@@ -70,6 +97,7 @@ impl Lab {
         match &self.underlay {
             Underlay::Pair(_) => PairTopology::A_IP,
             Underlay::Line(_) => LineTopology::CLIENT_IP,
+            Underlay::Line6(_) => LineTopology::CLIENT_IP6,
         }
     }
 
@@ -78,6 +106,15 @@ impl Lab {
         match &self.underlay {
             Underlay::Pair(_) => PairTopology::B_IP,
             Underlay::Line(_) => LineTopology::SERVER_IP,
+            Underlay::Line6(_) => LineTopology::SERVER_IP6,
+        }
+    }
+
+    /// a's WireGuard endpoint as b sees it: `ip:port`, `[ip]:port` for IPv6.
+    pub(crate) fn a_endpoint(&self) -> String {
+        match &self.underlay {
+            Underlay::Line6(_) => format!("[{}]:{}", self.a_ip(), self.wg.a.listen_port()),
+            _ => format!("{}:{}", self.a_ip(), self.wg.a.listen_port()),
         }
     }
 

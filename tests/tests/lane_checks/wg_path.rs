@@ -62,7 +62,9 @@ fn reordered(run: &Run) -> Result<()> {
 /// The handshake's round trip over 25 ms each way: 50 ± 5 ms (the issue's figure), or, where
 /// the peer's work on the handshake (milliseconds under TCG, more on a loaded machine) pushes
 /// it past 55, 50 ± 5 ms above its twin's without delay. The work varies from one handshake
-/// to the next on a busy machine (3 to 11 ms seen), so the twin alone is no exact baseline.
+/// to the next on a busy machine (3 to 11 ms seen, once 20 ms more), so the delayed path is
+/// timed twice and the faster handshake counts: the delay is in both, the work's outliers
+/// rarely are.
 fn round_trip(run: &Run) -> Result<()> {
     let rtt = |case: &str| -> Result<f64> {
         let d = diagnosis(run, case)?;
@@ -70,10 +72,13 @@ fn round_trip(run: &Run) -> Result<()> {
         ensure!(ms > 0.0, "{case}: no handshake timed:\n{}", d.describe());
         Ok(ms)
     };
-    let (base, delayed) = (rtt("wgpath_rtt0")?, rtt("wgpath_rtt")?);
+    let base = rtt("wgpath_rtt0")?;
+    let (first, second) = (rtt("wgpath_rtt")?, rtt("wgpath_rtt2")?);
+    let delayed = first.min(second);
     ensure!(
         (delayed - 50.0).abs() <= 5.0 || (delayed - base - 50.0).abs() <= 5.0,
-        "a handshake over 25 ms each way read {delayed:.1} ms, {base:.1} ms without the delay"
+        "a handshake over 25 ms each way read {first:.1} and {second:.1} ms, {base:.1} ms \
+         without the delay"
     );
     Ok(())
 }

@@ -48,6 +48,23 @@ pub(crate) fn within_one_interval(
     )
 }
 
+/// `netdoctor_config_changes_total{kind}` counts at least so many changes of each kind.
+pub(crate) fn expect_counted(agent: &Agent, kinds: &[(&str, f64)]) -> Result<()> {
+    let samples = agent::parse_metrics(&agent.metrics()?)?;
+    for (kind, at_least) in kinds {
+        let m = agent::find_metric(
+            &samples,
+            "netdoctor_config_changes_total",
+            &[("kind", kind)],
+        );
+        ensure!(
+            m.first().is_some_and(|m| m.value >= *at_least),
+            "netdoctor_config_changes_total{{kind=\"{kind}\"}}: {m:?}"
+        );
+    }
+    Ok(())
+}
+
 /// The other congestion control a namespace may choose (`tcp_allowed_congestion_control`
 /// outside the initial namespace: reno and the initial namespace's default).
 fn other_cc(current: &str) -> &'static str {
@@ -146,18 +163,10 @@ fn agent_records_a_wireguard_mtu_a_route_and_a_sysctl_change_and_cites_the_mtu()
         "the tunnel's events, newest first: {}",
         mine.describe()
     );
-    let samples = agent::parse_metrics(&agent.metrics()?)?;
-    for (kind, at_least) in [("link.mtu", 1.0), ("route", 1.0), ("sysctl", 2.0)] {
-        let m = agent::find_metric(
-            &samples,
-            "netdoctor_config_changes_total",
-            &[("kind", kind)],
-        );
-        ensure!(
-            m.first().is_some_and(|m| m.value >= at_least),
-            "netdoctor_config_changes_total{{kind=\"{kind}\"}}: {m:?}"
-        );
-    }
+    expect_counted(
+        &agent,
+        &[("link.mtu", 1.0), ("route", 1.0), ("sysctl", 2.0)],
+    )?;
 
     // On the dashboard in Chromium: the timeline lists them, the finding shows its cause,
     // every time chart of the tunnel marks them.

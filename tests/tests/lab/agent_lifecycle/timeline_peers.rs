@@ -9,11 +9,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use netdoctor_lab::agent::{self, Agent};
+use netdoctor_lab::agent::Agent;
 use netdoctor_lab::lab_guard;
 
 use crate::agent_lifecycle::lab::{mtu_lab, FITTING_MTU, SETTLE};
-use crate::agent_lifecycle::timeline::{within_one_interval, INTERVAL};
+use crate::agent_lifecycle::timeline::{expect_counted, within_one_interval, INTERVAL};
 
 /// nftables table the test adds its NAT rule in (inside the lab's namespace).
 const TABLE: &str = "ndtimeline";
@@ -137,22 +137,13 @@ fn agent_records_wireguard_peer_and_nat_rule_changes() -> Result<()> {
         &format!("{name}'s WireGuard peer {peer} removed"),
     )?;
 
-    let samples = agent::parse_metrics(&agent.metrics()?)?;
-    for (kind, at_least) in [
-        ("wireguard.peer", 2.0),
-        ("wireguard.endpoint", 1.0),
-        ("wireguard.allowed_ips", 1.0),
-        ("firewall", 2.0),
-    ] {
-        let m = agent::find_metric(
-            &samples,
-            "netdoctor_config_changes_total",
-            &[("kind", kind)],
-        );
-        ensure!(
-            m.first().is_some_and(|m| m.value >= at_least),
-            "netdoctor_config_changes_total{{kind=\"{kind}\"}}: {m:?}"
-        );
-    }
-    Ok(())
+    expect_counted(
+        &agent,
+        &[
+            ("wireguard.peer", 2.0),
+            ("wireguard.endpoint", 1.0),
+            ("wireguard.allowed_ips", 1.0),
+            ("firewall", 2.0),
+        ],
+    )
 }

@@ -6,8 +6,9 @@ use super::flows_report::{FlowsReport, TunnelPeers};
 use super::table::{right_align, table};
 use crate::facts::PeerFacts;
 use crate::kernel::packet::wg_path::EndpointPath;
+use crate::rules::units::count;
 
-/// "5.1 % (510 of 10020 lost)", "0 % (of 812)", or "-" when nothing was expected.
+/// "5.1 % (510 of 10,020 lost)", "0 % (of 812)", or "-" when nothing was expected.
 pub(super) fn loss(expected: u64, lost: u64, percent: f64) -> String {
     if expected == 0 || percent < 0.0 {
         return "-".into();
@@ -19,10 +20,11 @@ pub(super) fn loss(expected: u64, lost: u64, percent: f64) -> String {
     } else {
         format!("{percent:.1}")
     };
+    let n = |v: u64| count(v as f64);
     if lost == 0 {
-        format!("{p} % (of {expected})")
+        format!("{p} % (of {})", n(expected))
     } else {
-        format!("{p} % ({lost} of {expected} lost)")
+        format!("{p} % ({} of {} lost)", n(lost), n(expected))
     }
 }
 
@@ -92,9 +94,9 @@ mod tests {
 
     #[test]
     fn figures_read_in_units() {
-        assert_eq!(loss(10_020, 510, 5.0898), "5.1 % (510 of 10020 lost)");
+        assert_eq!(loss(10_020, 510, 5.0898), "5.1 % (510 of 10,020 lost)");
         assert_eq!(loss(812, 0, 0.0), "0 % (of 812)");
-        assert_eq!(loss(20_000, 9, 0.045), "0.04 % (9 of 20000 lost)");
+        assert_eq!(loss(20_000, 9, 0.045), "0.04 % (9 of 20,000 lost)");
         assert_eq!(loss(0, 0, -1.0), "-");
         assert_eq!(rtt(50.24, 12), "50.2 ms (12 s ago)");
         assert_eq!(rtt(-1.0, -1), "-");

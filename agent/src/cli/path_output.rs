@@ -3,7 +3,7 @@
 //! latest handshake.
 
 use super::flows_report::{FlowsReport, TunnelPeers};
-use super::table::{right_align, table};
+use super::table::{human_bytes, right_align, table};
 use crate::facts::PeerFacts;
 use crate::kernel::packet::wg_path::EndpointPath;
 use crate::rules::units::count;
@@ -85,6 +85,60 @@ pub(super) fn print_unmatched(r: &FlowsReport) {
         ]);
     }
     right_align(&mut t, 1);
+    println!("{t}");
+}
+
+/// The WireGuard peers of the tunnel interface: path, handshake, bytes, measured loss and RTT.
+pub(super) fn print_peers(name: &str, tp: &TunnelPeers, paths: &[EndpointPath]) {
+    let by = if tp.daemon.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", tp.daemon)
+    };
+    println!(
+        "\nWireGuard peers of {name} (port {}{by}): {}",
+        tp.port,
+        tp.peers.len()
+    );
+    let mut t = table(&[
+        "peer",
+        "host",
+        "path",
+        "handshake",
+        "rx",
+        "tx",
+        "loss from peer",
+        "handshake RTT",
+    ]);
+    let now = crate::facts::handshake::now_unix();
+    for p in &tp.peers {
+        let ts = tp.paths.iter().find(|x| x.public_key == p.public_key);
+        let endpoint = p.endpoint.map(|e| e.to_string());
+        let measured = endpoint.as_deref().and_then(|e| for_endpoint(paths, e));
+        let path = match (ts.map(|x| x.path.name()), endpoint) {
+            (Some("derp"), _) => format!(
+                "DERP relay ({})",
+                ts.map(|x| x.derp_region.as_str()).unwrap_or_default()
+            ),
+            (Some("peer_relay"), _) => "peer relay".to_owned(),
+            (_, Some(e)) => format!("direct {e}"),
+            (_, None) => "-".to_owned(),
+        };
+        t.add_row(vec![
+            p.public_key.clone(),
+            ts.map(|x| x.host.clone()).unwrap_or_default(),
+            path,
+            match p.last_handshake_unix {
+                0 => "never".to_owned(),
+                at => format!("{} s ago", (now - at as i64).max(0)),
+            },
+            human_bytes(p.rx_bytes),
+            human_bytes(p.tx_bytes),
+            measured.map_or_else(|| "-".into(), |m| loss(m.expected, m.lost, m.loss_percent)),
+            measured.map_or_else(|| "-".into(), |m| rtt(m.rtt_ms, m.rtt_age_s)),
+        ]);
+    }
+    right_align(&mut t, 3);
     println!("{t}");
 }
 

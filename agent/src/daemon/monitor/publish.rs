@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::iface::Interface;
-use crate::daemon::state::{DropView, FlowView, LimitTotals, Rates, SocketView};
+use crate::daemon::state::{DropView, FlowView, Health, LimitTotals, Rates, SocketView, View};
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::kernel::packet;
@@ -32,62 +32,14 @@ impl Monitor<'_> {
             .map(|w| (w.iface.index, w.iface.name.clone()))
             .collect();
         let name_of = |idx: u32| names.get(&idx).cloned().unwrap_or_default();
-        // The snapshot read the table: its entries are the table's fill.
-        let table = dp_now.flow_table;
         // The kernel counts runs only while its statistics are on: read the switch, never
         // turn it (prog_stats).
         let stats_on = prog_stats::stats_enabled();
-        let program_stats: Vec<ProgramRuns> = if stats_on == Some(true) {
-            let dp = self.dp.as_ref().map(|dp| dp.program_stats());
-            let sockets = self.sockets.as_ref().map(|s| s.program_stats());
-            let drops = self.drops.as_ref().map(|d| d.program_stats());
-            [dp, sockets, drops]
-                .into_iter()
-                .flatten()
-                .flatten()
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let program_stats = self.program_stats(stats_on);
 
         let mut view = self.shared.view_mut();
-        for (idx, counters) in &dp_now.counters {
-            let Some(entry) = view.interfaces.get_mut(&name_of(*idx)) else {
-                continue;
-            };
-            let w = window.counters(*idx);
-            let per_s = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
-            entry.counters = counters.clone();
-            entry.rates = Rates {
-                rx_bps: per_s(w.ingress.bytes) * 8.0,
-                tx_bps: per_s(w.egress.bytes) * 8.0,
-                rx_pps: per_s(w.ingress.segments),
-                tx_pps: per_s(w.egress.segments),
-            };
-            entry.updated_ms = now;
-        }
-        for (me, facts) in evaluated {
-            if let Some(entry) = view.interfaces.get_mut(&me.name) {
-                entry.facts = Some(facts.clone());
-                entry.worst_severity = active
-                    .iter()
-                    .filter(|f| f.interface == me.name)
-                    .map(|f| f.severity)
-                    .max();
-            }
-            view.handshakes.insert(
-                me.name.clone(),
-                facts
-                    .peers
-                    .iter()
-                    .filter(|p| facts.tunnel.kind == "wireguard" || p.handshake_age_s >= 0)
-                    .map(|p| (p.name.clone(), p.handshake_age_s))
-                    .collect(),
-            );
-        }
-        view.handshakes
-            .retain(|name, _| evaluated.iter().any(|(me, _)| &me.name == name));
-
+        publish_counters(&mut view, dp_now, window, &name_of, secs, now);
+        publish_facts(&mut view, evaluated, active);
         // Flows of interfaces no longer watched (deleted ones) wait in the LRU table until
         // evicted: not shown.
         view.flows = dp_now
@@ -100,40 +52,7 @@ impl Monitor<'_> {
             })
             .collect();
         if let Some(rows) = rows {
-            view.sockets = rows
-                .iter()
-                .map(|r| SocketView {
-                    interface: name_of(r.socket.ifindex),
-                    row: r.clone(),
-                })
-                .collect();
-            // The ratio is the last window's: pairs without connections in it read 0.
-            for t in view.tcp.values_mut() {
-                t.last_ratio = 0.0;
-            }
-            for (name, ratio_rows) in by_iface_cc(rows, &name_of) {
-                let t = view.tcp.entry(name).or_default();
-                t.segments += ratio_rows.0;
-                t.retransmits += ratio_rows.1;
-                t.last_ratio = if ratio_rows.0 > 0 {
-                    ratio_rows.1 as f64 / ratio_rows.0 as f64
-                } else {
-                    0.0
-                };
-            }
-            tally_limits(&mut view.limits, rows, &name_of);
-            for r in rows
-                .iter()
-                .filter(|r| r.socket.srtt_us > 0 && r.socket.ifindex != 0)
-            {
-                let name = name_of(r.socket.ifindex);
-                if !name.is_empty() {
-                    view.srtt
-                        .entry(name)
-                        .or_default()
-                        .observe(f64::from(r.socket.srtt_us) / 1e6);
-                }
-            }
+            publish_sockets(&mut view, rows, &name_of);
         }
         // Series of interfaces that are gone end with them, so churn (containers' veths)
         // cannot grow the label set without bound.
@@ -143,22 +62,144 @@ impl Monitor<'_> {
         view.limits.retain(|(name, _), _| present(name));
         view.drops = drop_views(&self.prev_drops, drops_now, &name_of, self.drops.as_ref());
         view.active = active.to_vec();
-        view.health.map_fill = BTreeMap::from([(
-            "flows".to_owned(),
-            if table.capacity > 0 {
-                table.entries as f64 / table.capacity as f64
-            } else {
-                0.0
-            },
-        )]);
-        view.health.flow_table = table;
-        view.health.bpf_stats_enabled = stats_on;
-        view.health.program_stats = program_stats
-            .into_iter()
-            .map(|p| (p.name, (p.runs, p.run_ns)))
-            .collect();
-        view.health.last_evaluation_ms = now_ms();
+        // The snapshot read the table: its entries are the table's fill.
+        publish_health(&mut view.health, dp_now.flow_table, stats_on, program_stats);
     }
+
+    /// The run counts of the loaded programs, read only while the kernel's statistics are on.
+    fn program_stats(&self, stats_on: Option<bool>) -> Vec<ProgramRuns> {
+        if stats_on != Some(true) {
+            return Vec::new();
+        }
+        let dp = self.dp.as_ref().map(|dp| dp.program_stats());
+        let sockets = self.sockets.as_ref().map(|s| s.program_stats());
+        let drops = self.drops.as_ref().map(|d| d.program_stats());
+        [dp, sockets, drops]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect()
+    }
+}
+
+/// Each watched interface's counters and its rates over the window.
+fn publish_counters(
+    view: &mut View,
+    dp_now: &packet::Snapshot,
+    window: &packet::Snapshot,
+    name_of: &dyn Fn(u32) -> String,
+    secs: f64,
+    now: i64,
+) {
+    for (idx, counters) in &dp_now.counters {
+        let Some(entry) = view.interfaces.get_mut(&name_of(*idx)) else {
+            continue;
+        };
+        let w = window.counters(*idx);
+        let per_s = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
+        entry.counters = counters.clone();
+        entry.rates = Rates {
+            rx_bps: per_s(w.ingress.bytes) * 8.0,
+            tx_bps: per_s(w.egress.bytes) * 8.0,
+            rx_pps: per_s(w.ingress.segments),
+            tx_pps: per_s(w.egress.segments),
+        };
+        entry.updated_ms = now;
+    }
+}
+
+/// The evaluated interfaces' facts, worst active severity and peer handshake ages; the
+/// handshakes of interfaces not evaluated are dropped.
+fn publish_facts(
+    view: &mut View,
+    evaluated: &[(Interface, Facts)],
+    active: &[crate::daemon::store::StoredFinding],
+) {
+    for (me, facts) in evaluated {
+        if let Some(entry) = view.interfaces.get_mut(&me.name) {
+            entry.facts = Some(facts.clone());
+            entry.worst_severity = active
+                .iter()
+                .filter(|f| f.interface == me.name)
+                .map(|f| f.severity)
+                .max();
+        }
+        view.handshakes.insert(
+            me.name.clone(),
+            facts
+                .peers
+                .iter()
+                .filter(|p| facts.tunnel.kind == "wireguard" || p.handshake_age_s >= 0)
+                .map(|p| (p.name.clone(), p.handshake_age_s))
+                .collect(),
+        );
+    }
+    view.handshakes
+        .retain(|name, _| evaluated.iter().any(|(me, _)| &me.name == name));
+}
+
+/// The window's connections: the socket list, the retransmit totals and last ratio per
+/// (interface, congestion control), the limit tally and the smoothed-RTT histograms.
+fn publish_sockets(view: &mut View, rows: &[SocketRow], name_of: &dyn Fn(u32) -> String) {
+    view.sockets = rows
+        .iter()
+        .map(|r| SocketView {
+            interface: name_of(r.socket.ifindex),
+            row: r.clone(),
+        })
+        .collect();
+    // The ratio is the last window's: pairs without connections in it read 0.
+    for t in view.tcp.values_mut() {
+        t.last_ratio = 0.0;
+    }
+    for (name, ratio_rows) in by_iface_cc(rows, name_of) {
+        let t = view.tcp.entry(name).or_default();
+        t.segments += ratio_rows.0;
+        t.retransmits += ratio_rows.1;
+        t.last_ratio = if ratio_rows.0 > 0 {
+            ratio_rows.1 as f64 / ratio_rows.0 as f64
+        } else {
+            0.0
+        };
+    }
+    tally_limits(&mut view.limits, rows, name_of);
+    for r in rows
+        .iter()
+        .filter(|r| r.socket.srtt_us > 0 && r.socket.ifindex != 0)
+    {
+        let name = name_of(r.socket.ifindex);
+        if !name.is_empty() {
+            view.srtt
+                .entry(name)
+                .or_default()
+                .observe(f64::from(r.socket.srtt_us) / 1e6);
+        }
+    }
+}
+
+/// The agent's own health: the flow table's fill, the programs' run counts and the time of
+/// this evaluation.
+fn publish_health(
+    health: &mut Health,
+    table: packet::flow_table::FlowTableUse,
+    stats_on: Option<bool>,
+    program_stats: Vec<ProgramRuns>,
+) {
+    health.map_fill = BTreeMap::from([(
+        "flows".to_owned(),
+        if table.capacity > 0 {
+            table.entries as f64 / table.capacity as f64
+        } else {
+            0.0
+        },
+    )]);
+    health.flow_table = table;
+    health.bpf_stats_enabled = stats_on;
+    health.program_stats = program_stats
+        .into_iter()
+        .map(|p| (p.name, (p.runs, p.run_ns)))
+        .collect();
+    health.last_evaluation_ms = now_ms();
 }
 
 /// Counts the window's connections per (interface name, limit), replacing the last window's

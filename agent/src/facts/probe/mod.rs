@@ -86,37 +86,123 @@ const CONFIRM_ROUNDS: u32 = 6;
 /// Probes the path to `target`. Sizes are IP packet lengths.
 pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeResult> {
     let started = Instant::now();
-    let mut pinger = Pinger::new(target)?;
+    let mut session = Session {
+        pinger: Pinger::new(target)?,
+        options,
+        timeout: options.timeout,
+        probes: 0,
+        too_big: Vec::new(),
+    };
     let min = if target.is_ipv4() { 576 } else { 1280 }.min(options.max_size);
-    let mut probes = 0;
-    let mut too_big: Vec<TooBigReport> = Vec::new();
-    // Waiting for an answer costs most when probes vanish; once the path has answered,
-    // wait five round trips (at least 100 ms, at most the configured timeout).
-    let mut timeout = options.timeout;
-    let deadline = options.deadline;
-    let out_of_time = move || deadline.is_some_and(|d| Instant::now() >= d);
-    let mut try_size = |pinger: &mut Pinger,
-                        size: u32,
-                        attempts: u32,
-                        reports: &mut Vec<TooBigReport>|
-     -> std::io::Result<(bool, Option<u32>)> {
+    let (ok_min, _) = session.try_size(min, options.attempts)?;
+    if !ok_min {
+        let incomplete = session.out_of_time();
+        return Ok(ProbeResult {
+            target,
+            path_mtu: None,
+            max_size: options.max_size,
+            too_big: session.too_big,
+            blackhole: false,
+            lossy: false,
+            incomplete,
+            probes: session.probes,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+    }
+    let b = session.bisect(min)?;
+    let blackhole = b.silent_loss
+        && !b.lossy
+        && !b.incomplete
+        && b.good < options.max_size
+        && session.too_big.iter().all(|r| r.mtu > b.good);
+    Ok(ProbeResult {
+        target,
+        path_mtu: Some(b.good),
+        max_size: options.max_size,
+        blackhole,
+        lossy: b.lossy,
+        incomplete: b.incomplete,
+        too_big: session.too_big,
+        probes: session.probes,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// One probe run: the socket, and what it has counted and been told so far.
+struct Session<'a> {
+    pinger: Pinger,
+    options: &'a ProbeOptions,
+    /// Wait per answer. Waiting costs most when probes vanish; once the path has answered,
+    /// wait five round trips (at least 100 ms, at most the configured timeout).
+    timeout: Duration,
+    probes: u32,
+    too_big: Vec<TooBigReport>,
+}
+
+/// Where the bisection ended.
+struct Bisection {
+    /// The largest size that passed.
+    good: u32,
+    /// The smallest size that failed (or one past the largest size to try).
+    bad: u32,
+    /// A size failed with no report.
+    silent_loss: bool,
+    /// The passing size was lost too: the path loses packets at random.
+    lossy: bool,
+    /// The deadline came first.
+    incomplete: bool,
+}
+
+impl Bisection {
+    /// Takes the answer for `size` into the bounds; returns the next size to try: a
+    /// reported MTU is the likeliest answer, else the middle.
+    fn narrow(&mut self, size: u32, passed: bool, hint: Option<u32>) -> u32 {
+        if passed {
+            self.good = size;
+        } else {
+            self.bad = size;
+            match hint {
+                // Nothing above the reported next-hop MTU can pass that hop.
+                Some(mtu) if mtu >= self.good && mtu + 1 < self.bad => self.bad = mtu + 1,
+                Some(_) => {}
+                None => self.silent_loss = true,
+            }
+        }
+        match hint {
+            Some(mtu) if mtu > self.good && mtu < self.bad => mtu,
+            _ => self.good + (self.bad - self.good) / 2,
+        }
+    }
+}
+
+impl Session<'_> {
+    fn out_of_time(&self) -> bool {
+        self.options.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Sends `size` up to `attempts` times: (answered, the next-hop MTU a report gave).
+    fn try_size(&mut self, size: u32, attempts: u32) -> std::io::Result<(bool, Option<u32>)> {
+        let deadline = self.options.deadline;
         for _ in 0..attempts.max(1) {
-            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+            let left = deadline.map_or(self.timeout, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 break;
             }
-            probes += 1;
+            self.probes += 1;
             let sent = Instant::now();
-            let answer = pinger.probe(size, timeout.min(left))?;
-            if matches!(answer, Answer::Reply) && timeout == options.timeout {
-                timeout = (sent.elapsed() * 5).clamp(Duration::from_millis(100), options.timeout);
+            let answer = self.pinger.probe(size, self.timeout.min(left))?;
+            if matches!(answer, Answer::Reply) && self.timeout == self.options.timeout {
+                self.timeout =
+                    (sent.elapsed() * 5).clamp(Duration::from_millis(100), self.options.timeout);
             }
             match answer {
                 Answer::Reply => return Ok((true, None)),
                 Answer::TooBig(r) => {
                     let mtu = r.mtu;
-                    if !reports.contains(&r) {
-                        reports.push(r);
+                    if !self.too_big.contains(&r) {
+                        self.too_big.push(r);
                     }
                     return Ok((false, Some(mtu)));
                 }
@@ -125,92 +211,68 @@ pub fn probe(target: IpAddr, options: &ProbeOptions) -> std::io::Result<ProbeRes
             }
         }
         Ok((false, None))
-    };
-
-    let attempts = options.attempts;
-    let (ok_min, _) = try_size(&mut pinger, min, attempts, &mut too_big)?;
-    if !ok_min {
-        return Ok(ProbeResult {
-            target,
-            path_mtu: None,
-            max_size: options.max_size,
-            too_big,
-            blackhole: false,
-            lossy: false,
-            incomplete: out_of_time(),
-            probes,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        });
     }
-    // Invariant: `good` passes, `bad` fails (or is one past the largest size to try).
-    let mut good = min;
-    let mut bad = options.max_size + 1;
-    let mut silent_loss = false;
-    let mut lossy = false;
-    let mut incomplete = false;
-    let mut next = options.max_size;
-    while bad - good > 1 {
-        if out_of_time() {
-            incomplete = true;
-            break;
-        }
-        let size = next.clamp(good + 1, bad - 1);
-        let (mut passed, mut hint) = try_size(&mut pinger, size, attempts, &mut too_big)?;
-        // Once one silent failure survived the confirmation rounds, the path is known not
-        // to lose packets at random: later silent failures are taken as they come.
-        if !passed && hint.is_none() && !silent_loss {
-            // A silent failure means a blackhole only if, probe for probe, the size that
-            // passed keeps passing while this one keeps failing. Random loss shows as a
-            // lost probe of the passing size sooner or later: then the probe concludes
-            // nothing about sizes (lossy). With 40 % loss (requests lost, answers not),
-            // random loss passes for a blackhole here about once in 30,000 tries
-            // (0.4² × (0.6 × 0.4)⁶); a real blackhole costs six more timeouts per size.
-            for _ in 0..CONFIRM_ROUNDS {
-                let (good_passes, _) = try_size(&mut pinger, good, 1, &mut too_big)?;
-                if !good_passes {
-                    lossy = true;
-                    break;
+
+    /// Bisects between `min` (which passed) and the largest size to try.
+    fn bisect(&mut self, min: u32) -> std::io::Result<Bisection> {
+        // Invariant: `good` passes, `bad` fails (or is one past the largest size to try).
+        let mut b = Bisection {
+            good: min,
+            bad: self.options.max_size + 1,
+            silent_loss: false,
+            lossy: false,
+            incomplete: false,
+        };
+        let mut next = self.options.max_size;
+        while b.bad - b.good > 1 {
+            if self.out_of_time() {
+                b.incomplete = true;
+                break;
+            }
+            let size = next.clamp(b.good + 1, b.bad - 1);
+            let (mut passed, mut hint) = self.try_size(size, self.options.attempts)?;
+            // Once one silent failure survived the confirmation rounds, the path is known not
+            // to lose packets at random: later silent failures are taken as they come.
+            if !passed && hint.is_none() && !b.silent_loss {
+                match self.confirm_silent(b.good, size)? {
+                    None => {
+                        b.lossy = true;
+                        break;
+                    }
+                    Some(answer) => (passed, hint) = answer,
                 }
-                (passed, hint) = try_size(&mut pinger, size, 1, &mut too_big)?;
-                if passed || hint.is_some() {
+                if self.out_of_time() {
+                    b.incomplete = true;
                     break;
                 }
             }
-            if lossy || out_of_time() {
-                incomplete = !lossy;
+            next = b.narrow(size, passed, hint);
+        }
+        Ok(b)
+    }
+
+    /// A silent failure means a blackhole only if, probe for probe, the size that passed
+    /// (`good`) keeps passing while `size` keeps failing. Random loss shows as a lost probe
+    /// of the passing size sooner or later: then the probe concludes nothing about sizes
+    /// (`None`, lossy). With 40 % loss (requests lost, answers not), random loss passes for
+    /// a blackhole here about once in 30,000 tries (0.4² × (0.6 × 0.4)⁶); a real blackhole
+    /// costs six more timeouts per size. Else the last answer for `size`.
+    fn confirm_silent(
+        &mut self,
+        good: u32,
+        size: u32,
+    ) -> std::io::Result<Option<(bool, Option<u32>)>> {
+        let mut answer = (false, None);
+        for _ in 0..CONFIRM_ROUNDS {
+            let (good_passes, _) = self.try_size(good, 1)?;
+            if !good_passes {
+                return Ok(None);
+            }
+            answer = self.try_size(size, 1)?;
+            if answer.0 || answer.1.is_some() {
                 break;
             }
         }
-        if passed {
-            good = size;
-        } else {
-            bad = size;
-            match hint {
-                // Nothing above the reported next-hop MTU can pass that hop.
-                Some(mtu) if mtu >= good && mtu + 1 < bad => bad = mtu + 1,
-                Some(_) => {}
-                None => silent_loss = true,
-            }
-        }
-        // A reported MTU is the likeliest answer: try it next, else bisect.
-        next = match hint {
-            Some(mtu) if mtu > good && mtu < bad => mtu,
-            _ => good + (bad - good) / 2,
-        };
+        Ok(Some(answer))
     }
-    Ok(ProbeResult {
-        target,
-        path_mtu: Some(good),
-        max_size: options.max_size,
-        blackhole: silent_loss
-            && !lossy
-            && !incomplete
-            && good < options.max_size
-            && too_big.iter().all(|r| r.mtu > good),
-        lossy,
-        incomplete,
-        too_big,
-        probes,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-    })
 }

@@ -12,7 +12,9 @@ use tokio::sync::{mpsc, watch, Notify};
 
 mod evaluate;
 mod peer_paths;
+mod probes;
 mod publish;
+mod sample;
 mod timeline;
 
 use super::select::Selector;

@@ -1,13 +1,15 @@
 //! Per-connection rates over an observation window: two snapshots, plus the connections
 //! that closed in between, make one row per connection.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use super::limits::{self, Limits, Traffic, Window};
+use super::limits::{self, Limits, Window};
 use super::{Clock, ClosedSocket, RetransStats, Socket, SocketProbes};
+
+mod row;
 
 /// One connection over the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -204,17 +206,7 @@ pub fn rows(
     retrans_end: &[RetransStats],
     window: &Window,
 ) -> Vec<SocketRow> {
-    let secs = window.secs;
-    let before: HashMap<u64, &Socket> = start.iter().map(|s| (s.cookie, s)).collect();
-    let retrans_before: HashMap<Endpoints, &RetransStats> = retrans_start
-        .iter()
-        .map(|r| ((r.local, r.remote), r))
-        .collect();
-    let retrans_after: HashMap<Endpoints, &RetransStats> = retrans_end
-        .iter()
-        .map(|r| ((r.local, r.remote), r))
-        .collect();
-
+    let starts = row::Starts::new(start, retrans_start, retrans_end);
     let latest = end
         .iter()
         .map(|s| (s, None, None))
@@ -224,93 +216,8 @@ pub fn rows(
                 .map(|c| (&c.socket, Some(c.closed_from), c.duration_ms)),
         )
         .filter(|(s, _, _)| s.state != "listen");
-
     let mut out: Vec<SocketRow> = latest
-        .map(|(s, closed_from, duration_ms)| {
-            let b = before.get(&s.cookie);
-            let segs = u64::from(
-                s.data_segs_out
-                    .wrapping_sub(b.map_or(0, |b| b.data_segs_out)),
-            );
-            let retrans = u64::from(
-                s.total_retrans
-                    .saturating_sub(b.map_or(0, |b| b.total_retrans)),
-            );
-            let dsack_dups = u64::from(s.dsack_dups.wrapping_sub(b.map_or(0, |b| b.dsack_dups)));
-            let reord_seen = u64::from(s.reord_seen.wrapping_sub(b.map_or(0, |b| b.reord_seen)));
-            let acked = s.bytes_acked.saturating_sub(b.map_or(0, |b| b.bytes_acked));
-            let received = s
-                .bytes_received
-                .saturating_sub(b.map_or(0, |b| b.bytes_received));
-            let key = (s.local, s.remote);
-            let (full, small) = match retrans_after.get(&key) {
-                Some(a) => {
-                    let (bf, bs) = retrans_before
-                        .get(&key)
-                        .map_or((0, 0), |b| (b.full_segments, b.small_segments));
-                    (
-                        a.full_segments.saturating_sub(bf),
-                        a.small_segments.saturating_sub(bs),
-                    )
-                }
-                None => (0, 0),
-            };
-            let mut socket = s.clone();
-            // The kernel drops a socket's cached route at each retransmission timeout past
-            // the fifth, so a stalled connection (the one worth seeing) loses its egress
-            // device: fall back to where it was going before, or where it last
-            // retransmitted.
-            if socket.ifindex == 0 {
-                socket.ifindex = b
-                    .map(|b| b.ifindex)
-                    .filter(|i| *i != 0)
-                    .or_else(|| retrans_after.get(&key).map(|r| r.ifindex))
-                    .unwrap_or(0);
-            }
-            if closed_from.is_some() {
-                socket.state = "close";
-            }
-            let throughput_bps = if secs > 0.0 {
-                acked as f64 * 8.0 / secs
-            } else {
-                0.0
-            };
-            let mut limits = limits::shares(b.copied(), s, window);
-            limits::dominant(
-                &mut limits,
-                &Traffic {
-                    socket: s,
-                    start: b.copied(),
-                    closed: closed_from.is_some(),
-                    acked,
-                    segments: segs,
-                    retransmits: retrans,
-                    throughput_bps,
-                },
-            );
-            SocketRow {
-                socket,
-                closed: closed_from.is_some(),
-                closed_from,
-                duration_ms,
-                data_segs_sent: segs,
-                retransmits: retrans,
-                retransmits_per_s: if secs > 0.0 {
-                    retrans as f64 / secs
-                } else {
-                    0.0
-                },
-                retrans_ratio: ratio(retrans, segs),
-                full_size_retransmits: full,
-                small_retransmits: small,
-                dsack_dups,
-                reord_seen,
-                throughput_bps,
-                window_bytes_acked: acked,
-                window_bytes_received: received,
-                limits,
-            }
-        })
+        .map(|(s, closed_from, duration_ms)| starts.row(s, closed_from, duration_ms, window))
         .collect();
     ceilings(&mut out);
     out.sort_by(|a, b| b.throughput_bps.total_cmp(&a.throughput_bps));

@@ -10,6 +10,7 @@ use super::wg_path::{self, PathWindow};
 use super::{endpoint_name, to_i64, Observation};
 use crate::config::tunnel::family_name;
 use crate::config::wireguard::tailscale::{Paths, PeerPath};
+use crate::config::wireguard::Peer;
 use crate::facts::handshake::{handshake_since, now_unix};
 use crate::facts::PeerFacts;
 use crate::kernel::packet::flows::{Flow, WireguardMessages};
@@ -84,24 +85,77 @@ fn add_path(
     p.online = Some(path.online);
 }
 
+/// A configured endpoint of a tunnel other than WireGuard, as a peer.
+fn endpoint_peer(ep: &SocketAddr) -> PeerFacts {
+    PeerFacts {
+        name: endpoint_name(ep),
+        endpoint: endpoint_name(ep),
+        family: family_name(ep.ip()).into(),
+        handshake_age_s: -1,
+        path_mtu: -1,
+        derp_bytes: -1,
+        udp_bytes: -1,
+        ..PeerFacts::default()
+    }
+}
+
+/// The WireGuard handshake messages of type `pick` the data plane counted in `outer`
+/// toward (egress) or from (ingress) `ip`.
+fn wg_count(
+    outer: &[&Flow],
+    ip: IpAddr,
+    dir: Direction,
+    pick: fn(&WireguardMessages) -> u32,
+) -> i64 {
+    outer
+        .iter()
+        .filter(|f| {
+            f.direction == dir
+                && (if dir == Direction::Egress {
+                    f.dst
+                } else {
+                    f.src
+                }) == ip
+        })
+        .map(|f| i64::from(pick(&f.wireguard)))
+        .sum()
+}
+
+/// A WireGuard peer's counters and handshakes over the window; `prev` is the peer at its
+/// start.
+fn wireguard_peer(p: &Peer, prev: Option<&Peer>, outer: &[&Flow], window_start: i64) -> PeerFacts {
+    let wg_count = |ip, dir, pick| wg_count(outer, ip, dir, pick);
+    let ip = p.endpoint.map(|e| e.ip());
+    PeerFacts {
+        name: p.public_key.clone(),
+        endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
+        family: ip.map(|i| family_name(i).to_owned()).unwrap_or_default(),
+        allowed_ips: p.allowed_ips.clone(),
+        handshake_age_s: if p.last_handshake_unix == 0 {
+            -1
+        } else {
+            (now_unix() - p.last_handshake_unix as i64).max(0)
+        },
+        keepalive_s: i64::from(p.persistent_keepalive),
+        tx_bytes_delta: to_i64(p.tx_bytes.saturating_sub(prev.map_or(0, |b| b.tx_bytes))),
+        rx_bytes_delta: to_i64(p.rx_bytes.saturating_sub(prev.map_or(0, |b| b.rx_bytes))),
+        initiations_sent: ip.map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
+        responses_received: ip.map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
+        handshake_in_window: ip.is_some_and(|ip| {
+            wg_count(ip, Direction::Ingress, |w| w.response) > 0
+                || wg_count(ip, Direction::Egress, |w| w.response) > 0
+        }) || handshake_since(p, window_start),
+        path_mtu: -1,
+        derp_bytes: -1,
+        udp_bytes: -1,
+        ..PeerFacts::default()
+    }
+}
+
 impl Observation<'_> {
     /// The peers' facts; `endpoints` are the tunnel's (configured or learnt from the
     /// traffic), `outer` its encapsulated flows on the underlay.
     pub(super) fn peers(&self, endpoints: &[SocketAddr], outer: &[&Flow]) -> Vec<PeerFacts> {
-        let wg_count = |ip: IpAddr, dir: Direction, pick: fn(&WireguardMessages) -> u32| -> i64 {
-            outer
-                .iter()
-                .filter(|f| {
-                    f.direction == dir
-                        && (if dir == Direction::Egress {
-                            f.dst
-                        } else {
-                            f.src
-                        }) == ip
-                })
-                .map(|f| i64::from(pick(&f.wireguard)))
-                .sum()
-        };
         let window_start = self.window_start_unix();
         let path = self.path_window(outer);
         // The WireGuard path of a peer reached at `addrs`, where the data plane measured it.
@@ -120,19 +174,7 @@ impl Observation<'_> {
         else {
             return endpoints
                 .iter()
-                .map(|ep| {
-                    let p = PeerFacts {
-                        name: endpoint_name(ep),
-                        endpoint: endpoint_name(ep),
-                        family: family_name(ep.ip()).into(),
-                        handshake_age_s: -1,
-                        path_mtu: -1,
-                        derp_bytes: -1,
-                        udp_bytes: -1,
-                        ..PeerFacts::default()
-                    };
-                    with_path(p, &[*ep])
-                })
+                .map(|ep| with_path(endpoint_peer(ep), &[*ep]))
                 .collect();
         };
         let paths = self
@@ -154,37 +196,7 @@ impl Observation<'_> {
             .iter()
             .map(|p| {
                 let prev = before.peers.iter().find(|b| b.public_key == p.public_key);
-                let ip = p.endpoint.map(|e| e.ip());
-                let mut facts = PeerFacts {
-                    name: p.public_key.clone(),
-                    endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
-                    family: ip.map(|i| family_name(i).to_owned()).unwrap_or_default(),
-                    allowed_ips: p.allowed_ips.clone(),
-                    handshake_age_s: if p.last_handshake_unix == 0 {
-                        -1
-                    } else {
-                        (now_unix() - p.last_handshake_unix as i64).max(0)
-                    },
-                    keepalive_s: i64::from(p.persistent_keepalive),
-                    tx_bytes_delta: to_i64(
-                        p.tx_bytes.saturating_sub(prev.map_or(0, |b| b.tx_bytes)),
-                    ),
-                    rx_bytes_delta: to_i64(
-                        p.rx_bytes.saturating_sub(prev.map_or(0, |b| b.rx_bytes)),
-                    ),
-                    initiations_sent: ip
-                        .map_or(0, |ip| wg_count(ip, Direction::Egress, |w| w.initiation)),
-                    responses_received: ip
-                        .map_or(0, |ip| wg_count(ip, Direction::Ingress, |w| w.response)),
-                    handshake_in_window: ip.is_some_and(|ip| {
-                        wg_count(ip, Direction::Ingress, |w| w.response) > 0
-                            || wg_count(ip, Direction::Egress, |w| w.response) > 0
-                    }) || handshake_since(p, window_start),
-                    path_mtu: -1,
-                    derp_bytes: -1,
-                    udp_bytes: -1,
-                    ..PeerFacts::default()
-                };
+                let mut facts = wireguard_peer(p, prev, outer, window_start);
                 let path = paths.and_then(|ps| {
                     let path = ps.peers.iter().find(|t| t.public_key == p.public_key)?;
                     Some((ps, path))

@@ -255,55 +255,9 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
             if let Some(daemon) = tailscale::daemon_of(&iface.name) {
                 return tailscale_tunnel(iface, daemon).await;
             }
-            let mut notes = Vec::new();
-            let dev = wireguard::query(&iface.name).await.unwrap_or_else(|e| {
-                notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
-                None
-            });
-            let endpoints = dev
-                .as_ref()
-                .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
-                .unwrap_or_default();
-            // A userspace WireGuard (wireguard-go, boringtun: a UAPI socket) serves a TUN
-            // device, and its daemon's CPU is measured; kernel WireGuard has no daemon.
-            let daemon = crate::config::wireguard::has_wireguard_uapi(&iface.name)
-                .then(|| process::tun_owner(&iface.name))
-                .flatten();
-            ConfiguredTunnel {
-                kind: Some(TunnelType::Wireguard),
-                encap: Some(Encap::Wireguard),
-                endpoints,
-                port: dev.as_ref().map_or(0, |d| d.listen_port),
-                wireguard: dev,
-                daemon,
-                notes,
-                ..ConfiguredTunnel::default()
-            }
+            wireguard_tunnel(iface).await
         }
-        IfaceKind::Vxlan | IfaceKind::Geneve => {
-            let (overlay, kind, encap) = match &details.vxlan {
-                Some(v) => (v.clone(), TunnelType::Vxlan, Encap::Vxlan),
-                None => (
-                    details.geneve.clone().unwrap_or_default(),
-                    TunnelType::Geneve { options: 0 },
-                    Encap::Geneve,
-                ),
-            };
-            ConfiguredTunnel {
-                kind: Some(kind),
-                encap: Some(encap),
-                endpoints: overlay
-                    .remote
-                    .filter(|r| !r.is_multicast())
-                    .map(|r| SocketAddr::new(r, overlay.port))
-                    .into_iter()
-                    .collect(),
-                port: overlay.port,
-                local: overlay.local,
-                options: overlay.options,
-                ..ConfiguredTunnel::default()
-            }
-        }
+        IfaceKind::Vxlan | IfaceKind::Geneve => overlay_tunnel(details),
         IfaceKind::IpTunnel(_) => match &details.ip_tunnel {
             // No UDP port: the endpoint's port is 0.
             Some(t) => ConfiguredTunnel {
@@ -321,32 +275,90 @@ pub async fn identify(iface: &Interface, details: &LinkDetails) -> ConfiguredTun
             },
             None => ConfiguredTunnel::default(),
         },
-        IfaceKind::Tun | IfaceKind::Tap => {
-            let owner = process::tun_owner(&iface.name);
-            let mut notes = Vec::new();
-            let (kind, encap, methods) = owner.as_ref().map_or((None, None, Vec::new()), |o| {
-                kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
-            });
-            ConfiguredTunnel {
-                // The data plane knows VpnCloud's datagrams only as another daemon's.
-                label: match kind {
-                    Some(TunnelType::VpnCloud { .. }) => "vpncloud".into(),
-                    _ => String::new(),
-                },
-                kind,
-                encap,
-                endpoints: Vec::new(),
-                port: owner
-                    .as_ref()
-                    .and_then(|o| o.udp_ports.first().copied())
-                    .unwrap_or(0),
-                daemon: owner,
-                methods,
-                notes,
-                ..ConfiguredTunnel::default()
-            }
-        }
+        IfaceKind::Tun | IfaceKind::Tap => daemon_tunnel(iface),
         _ => ConfiguredTunnel::default(),
+    }
+}
+
+/// A WireGuard interface (not Tailscale's): its device and peers, and the daemon of a
+/// userspace WireGuard.
+async fn wireguard_tunnel(iface: &Interface) -> ConfiguredTunnel {
+    let mut notes = Vec::new();
+    let dev = wireguard::query(&iface.name).await.unwrap_or_else(|e| {
+        notes.push(format!("WireGuard peers of {} unknown: {e}", iface.name));
+        None
+    });
+    let endpoints = dev
+        .as_ref()
+        .map(|d| d.peers.iter().filter_map(|p| p.endpoint).collect())
+        .unwrap_or_default();
+    // A userspace WireGuard (wireguard-go, boringtun: a UAPI socket) serves a TUN
+    // device, and its daemon's CPU is measured; kernel WireGuard has no daemon.
+    let daemon = crate::config::wireguard::has_wireguard_uapi(&iface.name)
+        .then(|| process::tun_owner(&iface.name))
+        .flatten();
+    ConfiguredTunnel {
+        kind: Some(TunnelType::Wireguard),
+        encap: Some(Encap::Wireguard),
+        endpoints,
+        port: dev.as_ref().map_or(0, |d| d.listen_port),
+        wireguard: dev,
+        daemon,
+        notes,
+        ..ConfiguredTunnel::default()
+    }
+}
+
+/// A VXLAN or Geneve interface: its remote (unless multicast), port and options.
+fn overlay_tunnel(details: &LinkDetails) -> ConfiguredTunnel {
+    let (overlay, kind, encap) = match &details.vxlan {
+        Some(v) => (v.clone(), TunnelType::Vxlan, Encap::Vxlan),
+        None => (
+            details.geneve.clone().unwrap_or_default(),
+            TunnelType::Geneve { options: 0 },
+            Encap::Geneve,
+        ),
+    };
+    ConfiguredTunnel {
+        kind: Some(kind),
+        encap: Some(encap),
+        endpoints: overlay
+            .remote
+            .filter(|r| !r.is_multicast())
+            .map(|r| SocketAddr::new(r, overlay.port))
+            .into_iter()
+            .collect(),
+        port: overlay.port,
+        local: overlay.local,
+        options: overlay.options,
+        ..ConfiguredTunnel::default()
+    }
+}
+
+/// A TUN or TAP device: the tunnel its owning daemon makes.
+fn daemon_tunnel(iface: &Interface) -> ConfiguredTunnel {
+    let owner = process::tun_owner(&iface.name);
+    let mut notes = Vec::new();
+    let (kind, encap, methods) = owner.as_ref().map_or((None, None, Vec::new()), |o| {
+        kind_from_daemon(o, iface.link == LinkType::Ether, &mut notes)
+    });
+    ConfiguredTunnel {
+        // The data plane knows VpnCloud's datagrams only as another daemon's.
+        label: match kind {
+            Some(TunnelType::VpnCloud { .. }) => "vpncloud".into(),
+            _ => String::new(),
+        },
+        kind,
+        encap,
+        endpoints: Vec::new(),
+        port: owner
+            .as_ref()
+            .and_then(|o| o.udp_ports.first().copied())
+            .unwrap_or(0),
+        daemon: owner,
+        methods,
+        notes,
+        ..ConfiguredTunnel::default()
     }
 }
 

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use futures::TryStreamExt;
-use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
 use rtnetlink::packet_route::link::{
     BondMode, BondXmitHashPolicy, GeneveDf, InfoBond, InfoData, InfoGeneve, InfoVxlan,
     LinkAttribute, LinkInfo, LinkMessage,
@@ -190,29 +190,9 @@ pub async fn details(index: u32) -> Result<LinkDetails> {
         .map_err(netlink)?;
     task.abort();
 
-    let mut d = LinkDetails::default();
-    for a in &addrs {
-        let ip = a.attributes.iter().find_map(|attr| match attr {
-            AddressAttribute::Local(ip) => Some(*ip),
-            _ => None,
-        });
-        let ip = ip.or_else(|| {
-            a.attributes.iter().find_map(|attr| match attr {
-                AddressAttribute::Address(ip) => Some(*ip),
-                _ => None,
-            })
-        });
-        if let Some(ip) = ip {
-            d.addresses.push(format!("{ip}/{}", a.header.prefix_len));
-        }
-    }
-    let name_of = |idx: u32| {
-        links.iter().find(|l| l.header.index == idx).and_then(|l| {
-            l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::IfName(n) => Some(n.clone()),
-                _ => None,
-            })
-        })
+    let mut d = LinkDetails {
+        addresses: addrs.iter().filter_map(address).collect(),
+        ..LinkDetails::default()
     };
     let Some(me) = links.iter().find(|l| l.header.index == index) else {
         return Ok(d);
@@ -220,35 +200,7 @@ pub async fn details(index: u32) -> Result<LinkDetails> {
     for attr in &me.attributes {
         match attr {
             LinkAttribute::Controller(c) => d.controller = Some(*c),
-            LinkAttribute::LinkInfo(infos) => {
-                let kind = infos.iter().find_map(|i| match i {
-                    LinkInfo::Kind(k) => Some(k.clone()),
-                    _ => None,
-                });
-                for info in infos {
-                    match info {
-                        LinkInfo::Data(InfoData::Vxlan(v)) => d.vxlan = Some(vxlan(v)),
-                        LinkInfo::Data(InfoData::Geneve(g)) => d.geneve = Some(geneve(g)),
-                        LinkInfo::Data(InfoData::Bond(b)) => {
-                            let mut bond = Bond::default();
-                            for i in b {
-                                match i {
-                                    InfoBond::Mode(m) => bond.mode = mode_name(m),
-                                    InfoBond::XmitHashPolicy(p) => {
-                                        bond.xmit_hash_policy = policy_name(p)
-                                    }
-                                    _ => {}
-                                }
-                            }
-                            d.bond = Some(bond);
-                        }
-                        LinkInfo::Data(data) => {
-                            d.ip_tunnel = kind.as_ref().and_then(|k| ip_tunnel::from_info(k, data))
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            LinkAttribute::LinkInfo(infos) => link_info(&mut d, infos),
             _ => {}
         }
     }
@@ -260,8 +212,65 @@ pub async fn details(index: u32) -> Result<LinkDetails> {
                     .iter()
                     .any(|a| matches!(a, LinkAttribute::Controller(c) if *c == index))
             })
-            .filter_map(|l| name_of(l.header.index))
+            .filter_map(|l| name_of(&links, l.header.index))
             .collect();
     }
     Ok(d)
+}
+
+/// "address/prefix" of an address message: its local address, else its address.
+fn address(a: &AddressMessage) -> Option<String> {
+    let ip = a.attributes.iter().find_map(|attr| match attr {
+        AddressAttribute::Local(ip) => Some(*ip),
+        _ => None,
+    });
+    let ip = ip.or_else(|| {
+        a.attributes.iter().find_map(|attr| match attr {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        })
+    });
+    ip.map(|ip| format!("{ip}/{}", a.header.prefix_len))
+}
+
+/// The name of interface `idx` among `links`.
+fn name_of(links: &[LinkMessage], idx: u32) -> Option<String> {
+    links.iter().find(|l| l.header.index == idx).and_then(|l| {
+        l.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.clone()),
+            _ => None,
+        })
+    })
+}
+
+/// The kind-specific details of a link: VXLAN, Geneve, bond or IP tunnel.
+fn link_info(d: &mut LinkDetails, infos: &[LinkInfo]) {
+    let kind = infos.iter().find_map(|i| match i {
+        LinkInfo::Kind(k) => Some(k.clone()),
+        _ => None,
+    });
+    for info in infos {
+        match info {
+            LinkInfo::Data(InfoData::Vxlan(v)) => d.vxlan = Some(vxlan(v)),
+            LinkInfo::Data(InfoData::Geneve(g)) => d.geneve = Some(geneve(g)),
+            LinkInfo::Data(InfoData::Bond(b)) => d.bond = Some(bond(b)),
+            LinkInfo::Data(data) => {
+                d.ip_tunnel = kind.as_ref().and_then(|k| ip_tunnel::from_info(k, data))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A bond's mode and transmit hash policy.
+fn bond(b: &[InfoBond]) -> Bond {
+    let mut bond = Bond::default();
+    for i in b {
+        match i {
+            InfoBond::Mode(m) => bond.mode = mode_name(m),
+            InfoBond::XmitHashPolicy(p) => bond.xmit_hash_policy = policy_name(p),
+            _ => {}
+        }
+    }
+    bond
 }

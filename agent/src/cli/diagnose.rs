@@ -42,54 +42,7 @@ pub(super) fn print(r: &Report, color: bool, width: usize) {
         r.interface, r.kind, f.iface.mtu, r.duration_s
     );
     if f.tunnel.present {
-        let t = &f.tunnel;
-        println!(
-            "  tunnel: {} over {}, underlay {} (route MTU {}{})",
-            t.kind,
-            t.family,
-            if t.underlay_iface.is_empty() {
-                "unknown"
-            } else {
-                &t.underlay_iface
-            },
-            t.underlay_mtu,
-            if t.path_mtu > 0 {
-                format!(", probed path MTU {}", t.path_mtu)
-            } else {
-                String::new()
-            }
-        );
-        println!(
-            "  overhead: expected {} bytes, measured {}; largest MTU that fits: {}",
-            t.overhead_expected,
-            if t.overhead_measured >= 0 {
-                format!("{} bytes", t.overhead_measured)
-            } else {
-                "n/a (no unfragmented full-size traffic seen)".into()
-            },
-            t.max_mtu
-        );
-        for p in &f.peers {
-            let hs = match p.handshake_age_s {
-                -1 => String::new(),
-                s => format!(", handshake {s} s ago"),
-            };
-            let host = if p.host.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", p.host)
-            };
-            let path = match p.path.as_str() {
-                "" => String::new(),
-                "derp" => format!(", relayed by DERP region {}", p.derp_region),
-                "peer_relay" => ", relayed by a peer relay".to_owned(),
-                other => format!(", {other}"),
-            };
-            println!("  peer {}{host} {}{path}{hs}", p.name, p.endpoint);
-            if let Some(line) = super::path_output::peer_line(p) {
-                println!("    {line}");
-            }
-        }
+        print_tunnel(f);
     }
     if let Some(line) = daemon_line(f) {
         println!("{}", wrapped(&line, width, "          "));
@@ -121,6 +74,58 @@ pub(super) fn print(r: &Report, color: bool, width: usize) {
     }
     println!();
     print_findings(&r.findings, color, width);
+}
+
+/// The tunnel's lines: underlay, overhead, and one line per peer (and its path).
+fn print_tunnel(f: &crate::facts::Facts) {
+    let t = &f.tunnel;
+    println!(
+        "  tunnel: {} over {}, underlay {} (route MTU {}{})",
+        t.kind,
+        t.family,
+        if t.underlay_iface.is_empty() {
+            "unknown"
+        } else {
+            &t.underlay_iface
+        },
+        t.underlay_mtu,
+        if t.path_mtu > 0 {
+            format!(", probed path MTU {}", t.path_mtu)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  overhead: expected {} bytes, measured {}; largest MTU that fits: {}",
+        t.overhead_expected,
+        if t.overhead_measured >= 0 {
+            format!("{} bytes", t.overhead_measured)
+        } else {
+            "n/a (no unfragmented full-size traffic seen)".into()
+        },
+        t.max_mtu
+    );
+    for p in &f.peers {
+        let hs = match p.handshake_age_s {
+            -1 => String::new(),
+            s => format!(", handshake {s} s ago"),
+        };
+        let host = if p.host.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", p.host)
+        };
+        let path = match p.path.as_str() {
+            "" => String::new(),
+            "derp" => format!(", relayed by DERP region {}", p.derp_region),
+            "peer_relay" => ", relayed by a peer relay".to_owned(),
+            other => format!(", {other}"),
+        };
+        println!("  peer {}{host} {}{path}{hs}", p.name, p.endpoint);
+        if let Some(line) = super::path_output::peer_line(p) {
+            println!("    {line}");
+        }
+    }
 }
 
 /// The findings as the text report prints them: severity, id and summary, then evidence in

@@ -3,7 +3,7 @@
 //! serves. The same collectors and rules as `netdoctor diagnose`, on one long-lived set of
 //! programs whose windows follow each other without gaps.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,12 +18,11 @@ mod sample;
 mod timeline;
 
 use super::select::Selector;
-use super::state::{Rates, Shared};
+use super::state::Shared;
 use crate::config::iface::{self, Interface};
 use crate::config::wireguard::Device;
 use crate::facts::probe::ProbeResult;
 use crate::kernel::drops::{DropCount, DropProbe};
-use crate::kernel::packet::counters::IfaceCounters;
 use crate::kernel::packet::{self, Dataplane};
 use crate::kernel::sockets::rates::Baseline;
 use crate::kernel::sockets::SocketProbes;
@@ -260,38 +259,8 @@ impl<'obj> Monitor<'obj> {
             }
         };
         let by_index: HashMap<u32, &Interface> = all.iter().map(|i| (i.index, i)).collect();
-
-        // Gone, or renamed: forget (the kernel already removed a deleted device's links).
-        let gone: Vec<u32> = self
-            .watched
-            .iter()
-            .filter(|(idx, w)| by_index.get(idx).is_none_or(|i| i.name != w.iface.name))
-            .map(|(idx, _)| *idx)
-            .collect();
-        for idx in gone {
-            if let Some(w) = self.watched.remove(&idx) {
-                if let Some(dp) = &mut self.dp {
-                    dp.detach(idx);
-                }
-                tracing::info!(iface = %w.iface.name, "interface gone; forgotten");
-                if w.role == Role::Selected && !all.iter().any(|i| i.name == w.iface.name) {
-                    // A failure is logged once by the store (store::health).
-                    if self
-                        .shared
-                        .store
-                        .resolve_interface(&w.iface.name, now_ms())
-                        .is_err()
-                    {
-                        tracing::debug!(iface = %w.iface.name, "findings not resolved");
-                    }
-                }
-                self.prev_wireguard.remove(&w.iface.name);
-                self.prev_daemon_cpu.remove(&w.iface.name);
-                self.probes.remove(&w.iface.name);
-            }
-        }
+        self.forget_gone(&all, &by_index);
         self.refused.retain(|idx, _| by_index.contains_key(idx));
-
         for i in &all {
             let role = if self.selector.wants(i) {
                 Role::Selected
@@ -311,85 +280,78 @@ impl<'obj> Monitor<'obj> {
                     w.iface = i.clone();
                     w.role = role;
                 }
-                None => {
-                    if self
-                        .refused
-                        .get(&i.index)
-                        .is_some_and(|t| t.elapsed() < ATTACH_RETRY)
-                    {
-                        continue;
-                    }
-                    // Without a data plane an interface is still watched: configuration,
-                    // sockets and drops.
-                    match self
-                        .dp
-                        .as_mut()
-                        .map(|dp| dp.attach(&i.target()))
-                        .transpose()
-                    {
-                        Ok(_) => {
-                            self.refused.remove(&i.index);
-                            self.watched.insert(
-                                i.index,
-                                Watched {
-                                    iface: i.clone(),
-                                    role,
-                                },
-                            );
-                        }
-                        Err(e) => {
-                            self.shared.attach_failures.fetch_add(1, Ordering::Relaxed);
-                            self.refused.insert(i.index, Instant::now());
-                            tracing::warn!(iface = %i.name, "not watched: {e}");
-                        }
-                    }
-                }
+                None => self.start_watching(i, role),
             }
         }
         self.publish_interfaces(&all);
     }
 
-    /// Lists every interface in the view, keeping what the last evaluation learnt.
-    fn publish_interfaces(&self, all: &[Interface]) {
-        let mut view = self.shared.view_mut();
-        let mut next = BTreeMap::new();
-        for i in all {
-            let w = self.watched.get(&i.index);
-            let mut entry = view
-                .interfaces
-                .remove(&i.name)
-                .filter(|v| v.index == i.index)
-                .unwrap_or_else(|| super::state::IfaceView {
-                    name: i.name.clone(),
-                    index: i.index,
-                    kind: i.kind.to_string(),
-                    mtu: i.mtu,
-                    up: i.up,
-                    watched: false,
-                    hooks: None,
-                    counters: IfaceCounters::default(),
-                    rates: Rates::default(),
-                    facts: None,
-                    worst_severity: None,
-                    updated_ms: now_ms(),
-                });
-            entry.kind = i.kind.to_string();
-            entry.mtu = i.mtu;
-            entry.up = i.up;
-            entry.watched = w.is_some_and(|w| w.role == Role::Selected);
-            entry.hooks = self.dp.as_ref().and_then(|dp| dp.hooks(i.index)).cloned();
-            if !entry.watched {
-                entry.facts = None;
-                entry.worst_severity = None;
-            }
-            next.insert(i.name.clone(), entry);
-        }
-        view.interfaces = next;
-        view.health.programs_attached = self
+    /// Forgets the watched interfaces that are gone or renamed (the kernel already removed
+    /// a deleted device's links), resolving the findings of a selected one that is gone.
+    fn forget_gone(&mut self, all: &[Interface], by_index: &HashMap<u32, &Interface>) {
+        let gone: Vec<u32> = self
             .watched
-            .keys()
-            .filter_map(|idx| self.dp.as_ref().and_then(|dp| dp.hooks(*idx)))
-            .count() as u64
-            * 2;
+            .iter()
+            .filter(|(idx, w)| by_index.get(idx).is_none_or(|i| i.name != w.iface.name))
+            .map(|(idx, _)| *idx)
+            .collect();
+        for idx in gone {
+            let Some(w) = self.watched.remove(&idx) else {
+                continue;
+            };
+            if let Some(dp) = &mut self.dp {
+                dp.detach(idx);
+            }
+            tracing::info!(iface = %w.iface.name, "interface gone; forgotten");
+            if w.role == Role::Selected && !all.iter().any(|i| i.name == w.iface.name) {
+                // A failure is logged once by the store (store::health).
+                if self
+                    .shared
+                    .store
+                    .resolve_interface(&w.iface.name, now_ms())
+                    .is_err()
+                {
+                    tracing::debug!(iface = %w.iface.name, "findings not resolved");
+                }
+            }
+            self.prev_wireguard.remove(&w.iface.name);
+            self.prev_daemon_cpu.remove(&w.iface.name);
+            self.probes.remove(&w.iface.name);
+        }
+    }
+
+    /// Starts watching `i`: attaches the data plane unless it refused `i` lately.
+    fn start_watching(&mut self, i: &Interface, role: Role) {
+        if self
+            .refused
+            .get(&i.index)
+            .is_some_and(|t| t.elapsed() < ATTACH_RETRY)
+        {
+            return;
+        }
+        // Without a data plane an interface is still watched: configuration, sockets and
+        // drops.
+        match self
+            .dp
+            .as_mut()
+            .map(|dp| dp.attach(&i.target()))
+            .transpose()
+        {
+            Ok(_) => {
+                self.refused.remove(&i.index);
+                self.watched.insert(
+                    i.index,
+                    Watched {
+                        iface: i.clone(),
+                        role,
+                    },
+                );
+            }
+            Err(e) => {
+                self.shared.attach_failures.fetch_add(1, Ordering::Relaxed);
+                self.refused.insert(i.index, Instant::now());
+                tracing::warn!(iface = %i.name, "not watched: {e}");
+            }
+        }
     }
 }

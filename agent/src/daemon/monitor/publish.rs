@@ -7,10 +7,11 @@ use crate::daemon::state::{DropView, FlowView, Health, LimitTotals, Rates, Socke
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::kernel::packet;
+use crate::kernel::packet::counters::IfaceCounters;
 use crate::kernel::prog_stats::{self, ProgramRuns};
 use crate::kernel::sockets::rates::SocketRow;
 
-use super::{now_ms, Monitor};
+use super::{now_ms, Monitor, Role};
 
 impl Monitor<'_> {
     /// Replaces the view with this window's figures.
@@ -64,6 +65,50 @@ impl Monitor<'_> {
         view.active = active.to_vec();
         // The snapshot read the table: its entries are the table's fill.
         publish_health(&mut view.health, dp_now.flow_table, stats_on, program_stats);
+    }
+
+    /// Lists every interface in the view, keeping what the last evaluation learnt.
+    pub(super) fn publish_interfaces(&self, all: &[Interface]) {
+        let mut view = self.shared.view_mut();
+        let mut next = BTreeMap::new();
+        for i in all {
+            let w = self.watched.get(&i.index);
+            let mut entry = view
+                .interfaces
+                .remove(&i.name)
+                .filter(|v| v.index == i.index)
+                .unwrap_or_else(|| crate::daemon::state::IfaceView {
+                    name: i.name.clone(),
+                    index: i.index,
+                    kind: i.kind.to_string(),
+                    mtu: i.mtu,
+                    up: i.up,
+                    watched: false,
+                    hooks: None,
+                    counters: IfaceCounters::default(),
+                    rates: Rates::default(),
+                    facts: None,
+                    worst_severity: None,
+                    updated_ms: now_ms(),
+                });
+            entry.kind = i.kind.to_string();
+            entry.mtu = i.mtu;
+            entry.up = i.up;
+            entry.watched = w.is_some_and(|w| w.role == Role::Selected);
+            entry.hooks = self.dp.as_ref().and_then(|dp| dp.hooks(i.index)).cloned();
+            if !entry.watched {
+                entry.facts = None;
+                entry.worst_severity = None;
+            }
+            next.insert(i.name.clone(), entry);
+        }
+        view.interfaces = next;
+        view.health.programs_attached = self
+            .watched
+            .keys()
+            .filter_map(|idx| self.dp.as_ref().and_then(|dp| dp.hooks(*idx)))
+            .count() as u64
+            * 2;
     }
 
     /// The run counts of the loaded programs, read only while the kernel's statistics are on.

@@ -10,20 +10,10 @@ use std::collections::{BTreeMap, HashSet};
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
-use super::finding_row::{key, unknown_column, Raw, COLUMNS};
+use super::finding_row::{key, unknown_column, FindingKey, Raw, StoredFinding, COLUMNS};
 use super::query::{Filter, PageSpec};
 use super::{Page, Store, StoreError};
-use crate::rules::finding::{Finding, Severity};
-
-/// Whether a stored finding still holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FindingState {
-    /// Reported by the last evaluation of its interface.
-    Active,
-    /// No longer reported (or its interface went away); `resolved_ms` says since when.
-    Resolved,
-}
+use crate::rules::finding::Finding;
 
 /// Which findings a query returns, by state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -67,56 +57,6 @@ impl Default for FindingQuery {
             offset: 0,
         }
     }
-}
-
-/// A finding with its lifecycle, as the API serves it (`StoredFinding` in docs/api.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredFinding {
-    /// The rule's finding id, e.g. `mtu.tunnel_exceeds_underlay`.
-    pub id: String,
-    /// The interface it was found on.
-    pub interface: String,
-    /// What it is about when the rule applies per item (a peer, a flow); `null` otherwise.
-    pub subject: Option<String>,
-    /// Severity at the last evaluation that reported it.
-    pub severity: Severity,
-    /// Summary at the last evaluation that reported it.
-    pub summary: String,
-    /// Evidence at the last evaluation that reported it.
-    pub evidence: BTreeMap<String, serde_json::Value>,
-    /// The fix at the last evaluation that reported it.
-    pub fix: String,
-    /// Where to read more.
-    pub reference: Option<String>,
-    /// Active or resolved.
-    pub state: FindingState,
-    /// When it was first reported (ms since the epoch).
-    pub opened_ms: i64,
-    /// When it was last reported.
-    pub last_seen_ms: i64,
-    /// When it stopped being reported; `null` while active.
-    pub resolved_ms: Option<i64>,
-    /// How many evaluations reported it.
-    pub evaluations: u64,
-    /// The configuration change it began after, on its interface or underlay or
-    /// host-wide: "began 40 s after wg0's MTU changed 1420 → 1500"; left out when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
-    /// Why evidence values are unknown, by evidence name, at the last evaluation that
-    /// reported it (the finding's `unknown`); left out when none.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub unknown: BTreeMap<String, String>,
-}
-
-/// The identity of a finding, as reported in [`Transitions`].
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FindingKey {
-    /// The rule's finding id.
-    pub id: String,
-    /// The interface.
-    pub interface: String,
-    /// The subject, if the rule applies per item.
-    pub subject: Option<String>,
 }
 
 /// What one [`Store::record`] changed.

@@ -41,10 +41,9 @@ use serde::{Deserialize, Serialize};
 
 pub use events::EventQuery;
 pub use file::Access;
+pub use finding_row::{FindingKey, FindingState, StoredFinding};
 pub use health::StoreHealth;
-pub use lifecycle::{
-    FindingKey, FindingQuery, FindingState, StateFilter, StoredFinding, Transitions,
-};
+pub use lifecycle::{FindingQuery, StateFilter, Transitions};
 pub use problem::{Problem, Problems};
 pub use retention::{Pruned, Retention};
 pub use samples::{CcRetrans, PeerPathSample, Sample, SampleQuery};

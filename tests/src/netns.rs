@@ -229,21 +229,30 @@ impl Netns {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        match self.spawn_in(move || Ok(f()))?.join() {
+            Ok(result) => result,
+            Err(_) => bail!("closure running in namespace {} panicked", self.name),
+        }
+    }
+
+    /// Starts `f` on a new thread whose network namespace is this one and returns at once;
+    /// joining the thread gives what `f` returned, or the error of entering the namespace.
+    pub fn spawn_in<F, R>(&self, f: F) -> Result<std::thread::JoinHandle<Result<R>>>
+    where
+        F: FnOnce() -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
         let path = self.path();
         let file =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let handle = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(format!("netns-{}", self.name))
             .spawn(move || -> Result<R> {
                 nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
                     .context("setns(CLONE_NEWNET)")?;
-                Ok(f())
+                f()
             })
-            .context("spawning namespace thread")?;
-        match handle.join() {
-            Ok(result) => result,
-            Err(_) => bail!("closure running in namespace {} panicked", self.name),
-        }
+            .context("spawning namespace thread")
     }
 }
 

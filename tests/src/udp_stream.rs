@@ -4,8 +4,7 @@
 //! it streams; on a path that drops packets at random either can be lost, and iperf3 then
 //! waits far past the window (seen at 5 % loss). Tests that only need packets at a known rate
 //! through a lossy tunnel use this instead: a sink bound in the receiving namespace and a
-//! paced sender in the sending one, both on threads that entered the namespace with
-//! `setns(CLONE_NEWNET)`.
+//! paced sender in the sending one, both on threads in their namespace ([`Netns::spawn_in`]).
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
@@ -18,7 +17,6 @@
 //! ```
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -90,33 +88,16 @@ pub fn udp_stream(from: &Netns, to: &Netns, stream: &UdpStream) -> Result<UdpRep
     let (ready_tx, ready_rx) = mpsc::channel();
     let port = stream.port;
     let listen_for = stream.duration + DRAIN;
-    let sink = spawn_in(to.path(), move || sink(ip, port, listen_for, ready_tx))?;
+    let sink = to.spawn_in(move || sink(ip, port, listen_for, ready_tx))?;
     ready_rx
         .recv_timeout(Duration::from_secs(5))
         .context("udp_stream: the sink did not bind")?
         .context("udp_stream: binding the sink")?;
     let s = stream.clone();
-    let sent = spawn_in(from.path(), move || send(SocketAddr::new(ip, s.port), &s))?;
+    let sent = from.spawn_in(move || send(SocketAddr::new(ip, s.port), &s))?;
     let sent = join(sent, "sender")?;
     let received = join(sink, "sink")?;
     Ok(UdpReport { sent, received })
-}
-
-/// Runs `f` on a new thread inside the namespace at `path`.
-fn spawn_in<R, F>(path: PathBuf, f: F) -> Result<JoinHandle<Result<R>>>
-where
-    F: FnOnce() -> Result<R> + Send + 'static,
-    R: Send + 'static,
-{
-    let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    std::thread::Builder::new()
-        .name("udp-stream".into())
-        .spawn(move || {
-            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                .context("setns(CLONE_NEWNET)")?;
-            f()
-        })
-        .context("spawning a udp_stream thread")
 }
 
 fn join<R>(handle: JoinHandle<Result<R>>, what: &str) -> Result<R> {

@@ -2,7 +2,7 @@
 //! HTTP API and metrics (readers). The monitor replaces parts of it after each
 //! evaluation; readers take a read lock just long enough to copy what they answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -167,8 +167,12 @@ pub struct Health {
 pub struct View {
     /// Every interface of the namespace, by name.
     pub interfaces: BTreeMap<String, IfaceView>,
-    /// The flow table (cumulative per flow).
-    pub flows: Vec<FlowView>,
+    /// The flow table (cumulative per flow) as the last window read it: the monitor's
+    /// reading itself, shared, not a copy (a table may hold a million flows).
+    pub flows: Arc<Vec<Flow>>,
+    /// Names of the interfaces watched at that reading, by index. Flows of others (a
+    /// deleted interface's wait in the LRU table until evicted) are not served.
+    pub flow_interfaces: HashMap<u32, String>,
     /// Local TCP connections of the last window.
     pub sockets: Vec<SocketView>,
     /// Drops by interface and reason.

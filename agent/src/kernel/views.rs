@@ -151,6 +151,17 @@ impl Clocks {
         Clocks { mono, unix }
     }
 
+    /// Clocks read at CLOCK_MONOTONIC `mono` ns and UNIX time `unix` ns (tests).
+    #[cfg(test)]
+    pub(crate) fn at(mono: u64, unix: u64) -> Clocks {
+        Clocks { mono, unix }
+    }
+
+    /// When they were read, CLOCK_MONOTONIC nanoseconds.
+    pub(crate) fn mono_ns(&self) -> u64 {
+        self.mono
+    }
+
     /// A CLOCK_MONOTONIC timestamp in milliseconds since the UNIX epoch.
     pub(crate) fn unix_ms(&self, mono_ns: u64) -> u64 {
         self.unix.saturating_sub(self.mono.saturating_sub(mono_ns)) / 1_000_000

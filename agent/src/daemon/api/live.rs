@@ -7,8 +7,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::params::{page, path_text, Params};
+use super::params::{page, page_map, path_text, Params};
 use super::AppState;
+use crate::daemon::state::FlowView;
+use crate::kernel::packet::flows::Flow;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -51,13 +53,19 @@ async fn flows(
     let (limit, offset) = p.page()?;
     let only = p.text("interface");
     let view = state.shared.view();
-    let mut items: Vec<_> = view
+    let names = &view.flow_interfaces;
+    let mut items: Vec<(&String, &Flow)> = view
         .flows
         .iter()
-        .filter(|f| only.as_ref().is_none_or(|i| &f.interface == i))
+        .filter_map(|f| Some((names.get(&f.ifindex)?, f)))
+        .filter(|(name, _)| only.as_ref().is_none_or(|i| *name == i))
         .collect();
-    items.sort_by_key(|f| std::cmp::Reverse(f.flow.bytes));
-    Ok(Json(page(items, limit, offset)))
+    items.sort_by_key(|(_, f)| std::cmp::Reverse(f.bytes));
+    // Only the page's flows are copied, with their interface's name.
+    Ok(Json(page_map(items, limit, offset, |(name, f)| FlowView {
+        interface: name.clone(),
+        flow: f.clone(),
+    })))
 }
 
 async fn sockets(

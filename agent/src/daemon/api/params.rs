@@ -154,11 +154,23 @@ pub fn path_text(
 
 /// A page of `items` (already filtered), as the API returns lists.
 pub fn page<T: serde::Serialize>(items: Vec<T>, limit: u32, offset: u32) -> serde_json::Value {
+    page_map(items, limit, offset, |t| t)
+}
+
+/// [`page`] of `items` each made into what is served by `serve`, which runs for the page's
+/// items only.
+pub fn page_map<T, U: serde::Serialize>(
+    items: Vec<T>,
+    limit: u32,
+    offset: u32,
+    serve: impl FnMut(T) -> U,
+) -> serde_json::Value {
     let total = items.len();
-    let items: Vec<T> = items
+    let items: Vec<U> = items
         .into_iter()
         .skip(offset as usize)
         .take(limit as usize)
+        .map(serve)
         .collect();
     serde_json::json!({"total": total, "limit": limit, "offset": offset, "items": items})
 }

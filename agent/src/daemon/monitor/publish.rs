@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::iface::Interface;
-use crate::daemon::state::{DropView, FlowView, Health, LimitTotals, Rates, SocketView, View};
+use crate::daemon::state::{DropView, Health, LimitTotals, Rates, SocketView, View};
 use crate::facts::Facts;
 use crate::kernel::drops::{DropCount, DropProbe, NOT_NETWORK_DROPS};
 use crate::kernel::packet;
@@ -41,17 +41,8 @@ impl Monitor<'_> {
         let mut view = self.shared.view_mut();
         publish_counters(&mut view, dp_now, window, &name_of, secs, now);
         publish_facts(&mut view, evaluated, active);
-        // Flows of interfaces no longer watched (deleted ones) wait in the LRU table until
-        // evicted: not shown.
-        view.flows = dp_now
-            .flows
-            .iter()
-            .filter(|f| names.contains_key(&f.ifindex))
-            .map(|f| FlowView {
-                interface: name_of(f.ifindex),
-                flow: f.clone(),
-            })
-            .collect();
+        view.flows = dp_now.flows.clone();
+        view.flow_interfaces = names.clone();
         if let Some(rows) = rows {
             publish_sockets(&mut view, rows, &name_of);
         }

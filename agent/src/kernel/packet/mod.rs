@@ -4,7 +4,7 @@
 //!
 //! - [`dataplane`]: loading, watching and attaching, as [`options`] say;
 //! - [`snapshot`]: reading the maps into plain records ([`counters`], [`flows`],
-//!   [`too_big`]) and the difference of two readings (a window);
+//!   [`too_big`]); `window`: the difference of two readings, over the flows active in it;
 //! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
 //! - [`flow_table`]: the flow table's size, memory and evictions;
 //! - `mapped`: mappable arrays read and written in place (the flow cache, headers);
@@ -29,6 +29,7 @@ pub mod snapshot;
 pub mod too_big;
 pub mod tunnel_traffic;
 pub mod wg_path;
+mod window;
 
 pub use dataplane::{Dataplane, MAX_IFACES, MAX_TUNNEL_PORTS};
 pub use local_tcp::LocalTcp;

@@ -3,6 +3,7 @@
 //! was counted at one moment, whose difference to an earlier one is a window.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
@@ -50,6 +51,12 @@ impl Dataplane<'_> {
     /// Every flow (as [`Dataplane::flows`]) and the table's use, evictions included, from
     /// the same reading of the table.
     pub fn flows_and_table(&self) -> Result<(Vec<Flow>, FlowTableUse)> {
+        self.read_flows().map(|(flows, table, _)| (flows, table))
+    }
+
+    /// [`Dataplane::flows_and_table`] and the clocks its timestamps were converted with,
+    /// read before the table.
+    fn read_flows(&self) -> Result<(Vec<Flow>, FlowTableUse, Clocks)> {
         // The insert count first: see flow_table's notes.
         let inserts = flow_table::inserts(&self.skel.maps.flow_inserts)?;
         let capacity = self.flow_table_capacity() as u64;
@@ -65,7 +72,7 @@ impl Dataplane<'_> {
             |k, v| Flow::from_raw_at(k, v, &clocks),
         )?;
         let table = flow_table::table_use(&self.evictions_seen, capacity, inserts, entries);
-        Ok((flows, table))
+        Ok((flows, table, clocks))
     }
 
     /// The flows the per-CPU flow cache holds right now, as (CPU, slot within that CPU's
@@ -88,10 +95,11 @@ impl Dataplane<'_> {
                 counters.insert(index, c);
             }
         }
-        let (flows, flow_table) = self.flows_and_table()?;
+        let (flows, flow_table, clocks) = self.read_flows()?;
         Ok(Snapshot {
             counters,
-            flows,
+            flows: Arc::new(flows),
+            flows_clocks: Some(clocks),
             flow_table,
             wg_sessions: self.wg_sessions()?,
             wg_handshakes: self.wg_handshakes()?,
@@ -128,8 +136,12 @@ impl Dataplane<'_> {
 pub struct Snapshot {
     /// Counters per watched interface index.
     pub counters: HashMap<u32, IfaceCounters>,
-    /// Every flow in the table.
-    pub flows: Vec<Flow>,
+    /// Every flow in the table (in a window: those with packets in it, counted over it).
+    /// Shared: the agent's previous reading and its API serve the same flows.
+    pub flows: Arc<Vec<Flow>>,
+    /// The clocks the flows' timestamps were converted with, read as the reading of the
+    /// table began (`None`: not read from a data plane).
+    pub(crate) flows_clocks: Option<Clocks>,
     /// The flow table's size, entries and evictions (in a window: evictions during it).
     pub flow_table: FlowTableUse,
     /// WireGuard sessions the underlays received (in a window: those with messages in it,
@@ -145,54 +157,6 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// What was counted between `earlier` and this snapshot: counter deltas, and the flows
-    /// that carried packets in between (with their deltas).
-    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
-        let before: HashMap<_, &Flow> = earlier.flows.iter().map(|f| (f.key(), f)).collect();
-        let sessions_before: HashMap<(u32, u32), &WgSession> = earlier
-            .wg_sessions
-            .iter()
-            .map(|s| ((s.ifindex, s.index), s))
-            .collect();
-        Snapshot {
-            counters: self
-                .counters
-                .iter()
-                .map(|(i, c)| {
-                    let d = earlier
-                        .counters
-                        .get(i)
-                        .map_or_else(|| c.clone(), |e| c.since(e));
-                    (*i, d)
-                })
-                .collect(),
-            flows: self
-                .flows
-                .iter()
-                .map(|f| {
-                    before
-                        .get(&f.key())
-                        .map_or_else(|| f.clone(), |e| f.since(e))
-                })
-                .filter(|f| f.packets > 0)
-                .collect(),
-            flow_table: self.flow_table.since(&earlier.flow_table),
-            wg_sessions: self
-                .wg_sessions
-                .iter()
-                .map(|s| {
-                    sessions_before
-                        .get(&(s.ifindex, s.index))
-                        .map_or_else(|| s.clone(), |e| s.since(e))
-                })
-                .filter(|s| s.received > 0 || s.expected > 0)
-                .collect(),
-            wg_handshakes: self.wg_handshakes.clone(),
-            mono_ns: self.mono_ns,
-            since_mono_ns: earlier.mono_ns,
-        }
-    }
-
     /// Counters of interface `index` (zero if it was not watched).
     pub fn counters(&self, index: u32) -> IfaceCounters {
         self.counters.get(&index).cloned().unwrap_or_default()

@@ -54,3 +54,55 @@ async fn sockets_carry_their_limit_share_and_ceiling() {
     assert_eq!(items[1]["limit"], "unknown");
     assert_eq!(items[1]["ceiling_bps"], -1.0);
 }
+
+/// `/api/v1/flows`: the reading's flows of watched interfaces, largest first, each page
+/// with its interface's name; a deleted interface's flows (still in the table) are not
+/// served.
+#[tokio::test]
+async fn flows_are_served_by_bytes_with_their_interface_and_only_of_watched_ones() {
+    use crate::kernel::packet::flows::test_flow;
+    use crate::kernel::views::Direction;
+
+    let app = App::new();
+    {
+        let mut view = app.shared.view_mut();
+        view.flows = std::sync::Arc::new(vec![
+            test_flow(3, Direction::Ingress, "10.0.0.1", 1000, "10.0.0.2", 5_000),
+            test_flow(4, Direction::Egress, "fd00::1", 2000, "fd00::2", 90_000),
+            test_flow(
+                9,
+                Direction::Ingress,
+                "10.9.0.1",
+                3000,
+                "10.9.0.2",
+                1_000_000,
+            ),
+            test_flow(3, Direction::Egress, "10.0.0.2", 5201, "10.0.0.1", 40_000),
+        ]);
+        view.flow_interfaces = [(3, "eth0".to_owned()), (4, "wg0".to_owned())].into();
+    }
+    let r = app.get("/api/v1/flows").await;
+    assert!(r.status.is_success(), "{}", r.text);
+    assert_eq!(r.json["total"], 3, "{}", r.text);
+    let items = r.json["items"].as_array().expect("items");
+    let got: Vec<(&str, u64)> = items
+        .iter()
+        .map(|f| {
+            let name = f["interface"].as_str().unwrap_or("?");
+            (name, f["bytes"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    assert_eq!(got, [("wg0", 90_000), ("eth0", 40_000), ("eth0", 5_000)]);
+    assert_eq!(items[0]["src"], "fd00::1");
+
+    let r = app
+        .get("/api/v1/flows?interface=eth0&limit=1&offset=1")
+        .await;
+    assert_eq!(r.json["total"], 2, "{}", r.text);
+    let items = r.json["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        (items[0]["interface"].as_str(), items[0]["bytes"].as_u64()),
+        (Some("eth0"), Some(5_000))
+    );
+}

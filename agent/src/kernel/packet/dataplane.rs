@@ -1,20 +1,19 @@
-//! The packet data plane: loads `ebpf/packet.bpf.c`, attaches it to interfaces and reads
-//! its maps into plain Rust types.
+//! The packet data plane: loads `ebpf/packet.bpf.c`, watches interfaces (their counter
+//! slots) and holds what is attached (`attaching`); `snapshot` reads its maps.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::os::fd::AsFd;
 
-use super::options::{Hooks, IngressHook, LinkType, Options, ProgramKind, Target, TunnelPort};
+use super::options::{Hooks, IngressHook, LinkType, Options, ProgramKind, TunnelPort};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
 
-use crate::kernel::attach::{self, AttachMethod, Attachment, XdpMode};
+use crate::kernel::attach::Attachment;
 use crate::kernel::bpf::packet::{PacketSkel, PacketSkelBuilder};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_table;
-use crate::kernel::packet::local_tcp::{self, LocalTcp};
+use crate::kernel::packet::local_tcp;
 use crate::kernel::packet::mapped::Mapped;
 use crate::kernel::packet::wg_path;
 use crate::kernel::views::{decode, encode, nd_iface_dir};
@@ -26,17 +25,18 @@ pub(super) const SLOT_ARRAY_IFINDEX: u32 = 65536;
 /// Mirrors `ND_MAX_USER_PORTS` in ebpf/include/packet.h (checked by the `limits` test).
 pub const MAX_TUNNEL_PORTS: usize = 8;
 /// Names of the packet programs, as the kernel reports them (used to find leftovers).
-const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];
+pub(super) const PROGRAM_NAMES: [&str; 3] = ["nd_xdp_ingress", "nd_tc_ingress", "nd_tc_egress"];
 
-struct Attached {
-    hooks: Hooks,
-    _attachments: Vec<Attachment>,
+/// What one interface has attached ([`Dataplane::attach`]).
+pub(super) struct Attached {
+    pub(super) hooks: Hooks,
+    pub(super) _attachments: Vec<Attachment>,
 }
 
 /// The loaded data plane. Dropping it detaches everything.
 pub struct Dataplane<'obj> {
     pub(super) skel: PacketSkel<'obj>,
-    attached: HashMap<u32, Attached>,
+    pub(super) attached: HashMap<u32, Attached>,
     /// Counter slot of each watched interface (behind a lock so that watching needs no
     /// exclusive borrow, like every other map operation).
     slots: std::sync::Mutex<HashMap<u32, u32>>,
@@ -308,95 +308,6 @@ impl<'obj> Dataplane<'obj> {
         Ok(())
     }
 
-    /// Attaches ingress and egress programs to `iface` and starts counting.
-    pub fn attach(&mut self, iface: &Target) -> Result<Hooks> {
-        if self.attached.contains_key(&iface.index) {
-            self.detach(iface.index);
-        }
-        self.watch(iface.index, iface.mtu, iface.link)?;
-        let tc_in_fd = self.skel.progs.nd_tc_ingress.as_fd();
-        let tc_out_fd = self.skel.progs.nd_tc_egress.as_fd();
-        let method = self.options.method;
-
-        // Any loaded program's descriptor does for the sweep: it only queries and detaches.
-        let swept = attach::sweep_leftovers(tc_in_fd, iface.index, &PROGRAM_NAMES);
-        if swept.programs > 0 {
-            tracing::warn!(iface = %iface.name, "removed {} program(s) a previous netdoctor left attached{}", swept.programs, swept.qdisc_note());
-        }
-
-        let mut attachments = Vec::with_capacity(2);
-        let mut ingress = None;
-        let mut note = None;
-        if self.options.ingress == IngressHook::Xdp {
-            // Loaded whenever ingress is XDP (see `load`).
-            let xdp_fd = self.skel.progs.nd_xdp_ingress.as_fd();
-            let mode = self.options.xdp_mode;
-            let attached = match method {
-                AttachMethod::Link => attach::xdp_link(xdp_fd, iface.index, mode),
-                AttachMethod::Netlink => attach::xdp_netlink(xdp_fd, iface.index, mode),
-            };
-            match attached {
-                Ok(a) => {
-                    attachments.push(a);
-                    ingress = Some(format!("xdp-{}", xdp_mode_name(mode)));
-                }
-                // One XDP program per interface, never replaced: another data plane's
-                // (the agent's, another command's) or anyone's keeps it, and this one
-                // counts received packets with tc, saying so.
-                Err(e) if attach::xdp_taken(&e) => {
-                    let holder = attach::xdp_holder(xdp_fd, iface.index, &PROGRAM_NAMES);
-                    let text = format!(
-                        "{}: XDP is taken by {holder}: received packets are counted with tc instead",
-                        iface.name
-                    );
-                    tracing::warn!("{text}");
-                    note = Some(text);
-                }
-                Err(e) => return Err(Error::attach("xdp", &iface.name, e)),
-            }
-        }
-        // What tc really used: links fall back to netlink where the kernel has no tcx.
-        let mut used = method;
-        if ingress.is_none() {
-            let (a, m) = tc_attach(tc_in_fd, iface, true, method)?;
-            attachments.push(a);
-            used = m;
-            ingress = Some("tc".into());
-        }
-        let (a, m) = tc_attach(tc_out_fd, iface, false, method)?;
-        attachments.push(a);
-        if m == AttachMethod::Netlink {
-            used = m;
-        }
-
-        let hooks = Hooks {
-            ingress: ingress.unwrap_or_default(),
-            egress: "tc".into(),
-            method: used,
-            local_tcp: if self.options.local_path() {
-                LocalTcp::Sockets
-            } else {
-                LocalTcp::Packets
-            },
-            note,
-        };
-        self.attached.insert(
-            iface.index,
-            Attached {
-                hooks: hooks.clone(),
-                _attachments: attachments,
-            },
-        );
-        tracing::info!(iface = %iface.name, ingress = %hooks.ingress, egress = %hooks.egress, "attached");
-        Ok(hooks)
-    }
-
-    /// Detaches from interface `index` and forgets its counters.
-    pub fn detach(&mut self, index: u32) {
-        self.attached.remove(&index);
-        self.unwatch(index);
-    }
-
     /// Stops accounting for interface `index` and frees its counter slot (zeroed, so a
     /// later `watch` starts from nothing). Attachments, if any, stay until `detach`.
     pub fn unwatch(&self, index: u32) {
@@ -410,11 +321,6 @@ impl<'obj> Dataplane<'obj> {
             maps.iface_slot_big.delete(&index.to_ne_bytes())
         };
         let _ = self.write_counters(slot, |_| nd_iface_dir::default());
-    }
-
-    /// Hooks in use on interface `index`, if attached.
-    pub fn hooks(&self, index: u32) -> Option<&Hooks> {
-        self.attached.get(&index).map(|a| &a.hooks)
     }
 
     /// Tells the data plane this namespace's addresses and forwarding settings again, when
@@ -434,40 +340,5 @@ impl<'obj> Dataplane<'obj> {
     /// Every handshake message this host sent that the table still holds.
     pub fn wg_handshakes(&self) -> Result<Vec<wg_path::WgHandshake>> {
         wg_path::handshakes(&self.skel.maps.wg_hs)
-    }
-}
-
-/// Attaches a tc program by `method`, or by netlink where the kernel has no tcx links;
-/// returns the attachment and the method used.
-fn tc_attach(
-    prog: std::os::fd::BorrowedFd<'_>,
-    iface: &Target,
-    ingress: bool,
-    method: AttachMethod,
-) -> Result<(Attachment, AttachMethod)> {
-    let hook = if ingress { "tc ingress" } else { "tc egress" };
-    let netlink =
-        |prog| attach::tc_netlink(prog, iface.index, ingress).map(|a| (a, AttachMethod::Netlink));
-    let result = match method {
-        AttachMethod::Link => attach::tcx_link(prog, iface.index, ingress)
-            .map(|a| (a, AttachMethod::Link))
-            .or_else(|e| {
-                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) {
-                    tracing::info!(iface = %iface.name, "tcx links unavailable ({e}; Linux < 6.6?): using a netlink clsact filter, which a killed netdoctor leaves behind until its next start");
-                    netlink(prog)
-                } else {
-                    Err(e)
-                }
-            }),
-        AttachMethod::Netlink => netlink(prog),
-    };
-    result.map_err(|e| Error::attach(hook, &iface.name, e))
-}
-
-fn xdp_mode_name(mode: XdpMode) -> &'static str {
-    match mode {
-        XdpMode::Auto => "auto",
-        XdpMode::Native => "native",
-        XdpMode::Generic => "generic",
     }
 }

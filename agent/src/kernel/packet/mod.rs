@@ -2,7 +2,7 @@
 //! tunnel interfaces counting packets, segments, sizes, fragments and too-big messages per
 //! interface, and flows with their TCP retransmissions, SYN MSS and tunnel messages.
 //!
-//! - [`dataplane`]: loading, watching and attaching, as [`options`] say;
+//! - [`dataplane`]: loading and watching, as [`options`] say; `attaching`: the hooks;
 //! - [`snapshot`]: reading the maps into plain records ([`counters`], [`flows`],
 //!   [`too_big`]); `window`: the difference of two readings, over the flows active in it;
 //! - [`flow_cache`]: the per-CPU flow cache, added to the flow table when read;
@@ -13,6 +13,7 @@
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints;
 //! - [`wg_path`]: WireGuard sessions received (loss) and handshakes sent (round trips).
 
+mod attaching;
 pub mod counters;
 pub mod dataplane;
 pub mod flow_cache;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::probes::{Outcomes, Pool, Probes};
-use super::target::Target;
+use super::target::{note_all, with_cpu_notes, Target};
 use super::{signals, DiagnoseOptions, Error, Progress, Report, AFTER_WINDOW, LOOK_EVERY};
 use crate::config::bond;
 use crate::config::firewall::Ruleset;
@@ -282,6 +282,20 @@ async fn look(
     Ok(())
 }
 
+/// The firewall rules, with a note on every interface for each part that was not read.
+fn firewall_noted(ifaces: &mut [Target]) -> Ruleset {
+    let firewall = Ruleset::read();
+    for e in &firewall.errors {
+        note_all(
+            ifaces,
+            &format!(
+                "firewall rules partly unread ({e}): NAT and MSS clamping rules there are not seen"
+            ),
+        );
+    }
+    firewall
+}
+
 /// What the closed window gave: its counts, and per interface its facts with its
 /// readings at the start and the end.
 struct Observed {
@@ -305,8 +319,7 @@ async fn close(
     let elapsed = w.started.elapsed();
     let deadline = w.end() + AFTER_WINDOW;
     if let Some(lost) = w.sockets.map(SocketProbes::lost_events).filter(|l| *l > 0) {
-        let note = crate::kernel::sockets::lost_closes_note(lost);
-        ifaces.iter_mut().for_each(|t| t.notes.push(note.clone()));
+        note_all(ifaces, &crate::kernel::sockets::lost_closes_note(lost));
     }
     let window = w.so_far()?;
     let Window {
@@ -334,13 +347,7 @@ async fn close(
         (Some(s), Some(b)) => Some(b.close(s, elapsed.as_secs_f64())?.0),
         _ => None,
     };
-    let firewall = Ruleset::read();
-    for e in &firewall.errors {
-        let note = format!(
-            "firewall rules partly unread ({e}): NAT and MSS clamping rules there are not seen"
-        );
-        ifaces.iter_mut().for_each(|t| t.notes.push(note.clone()));
-    }
+    let firewall = firewall_noted(ifaces);
     let empty = Snapshot::default();
     let built = join_all(
         ifaces
@@ -369,15 +376,10 @@ async fn close(
             }),
     )
     .await;
-    let mut facts = Vec::with_capacity(built.len());
-    for ((f, cpu_notes), t) in built.into_iter().zip(ifaces.iter_mut()) {
-        t.notes.extend(cpu_notes);
-        facts.push(f?);
-    }
     Ok(Observed {
         window,
         elapsed,
-        facts,
+        facts: with_cpu_notes(built, ifaces)?,
         ends,
         probes: pool.finish(),
     })

@@ -137,3 +137,23 @@ impl Target {
         }
     }
 }
+
+/// Adds `note` to every interface's notes.
+pub(super) fn note_all(ifaces: &mut [Target], note: &str) {
+    ifaces
+        .iter_mut()
+        .for_each(|t| t.notes.push(note.to_owned()));
+}
+
+/// Every interface's facts, its CPU notes added to its notes; the first failure fails all.
+pub(super) fn with_cpu_notes<E>(
+    built: Vec<(Result<Facts, E>, Vec<String>)>,
+    ifaces: &mut [Target],
+) -> Result<Vec<Facts>, E> {
+    let mut facts = Vec::with_capacity(built.len());
+    for ((f, cpu_notes), t) in built.into_iter().zip(ifaces.iter_mut()) {
+        t.notes.extend(cpu_notes);
+        facts.push(f?);
+    }
+    Ok(facts)
+}

@@ -12,7 +12,12 @@
 //!   the table lookup, over a table that big), and a packet of a new flow into the full table
 //!   (an eviction); and the evictions counted.
 //!
-//! A benchmark, not a test: `nice -n 10 cargo test --release -p netdoctor-lab --test lab
+//! `a_window_at_10k_100k_1m` closes one window the way the agent does: a reading held from
+//! the previous window, a packet on 10 % of the flows, a new reading and their difference
+//! (`Snapshot::since`); it prints the window's CPU time and the peak resident memory above
+//! the start (`ND_FLOWS=a,b` picks the sizes).
+//!
+//! Benchmarks, not tests: `nice -n 10 cargo test --release -p netdoctor-lab --test lab
 //! -- --ignored --nocapture flow_table_scale::`. Figures from a shared machine are noisy.
 
 use std::mem::MaybeUninit;
@@ -158,6 +163,78 @@ fn flow_table_at_10k_100k_1m() -> Result<()> {
     println!("flow table scale on {cpus} CPUs (test runs pinned to each CPU in turn to fill it)");
     for flows in [10_000, 100_000, 1_048_576] {
         one_size(flows, cpus)?;
+    }
+    Ok(())
+}
+
+/// Resets this process's peak resident set (VmHWM) to its current size.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// One window the way the agent closes it: a reading held from the previous window, 10 % of
+/// the flows carrying a packet, a new reading and the difference of the two.
+fn one_window(flows: u32, cpus: usize) -> Result<()> {
+    let mut storage = MaybeUninit::uninit();
+    let options = Options {
+        max_flows: flows,
+        ..Options::default()
+    };
+    let dp = Dataplane::load(&mut storage, options).context("load data plane")?;
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    let prog_fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
+    let share = flows / cpus as u32;
+    let send = |every: usize| -> Result<()> {
+        for cpu in 0..cpus {
+            pin(cpu)?;
+            let mine = cpu as u32 * share..(cpu as u32 + 1) * share;
+            for i in mine.step_by(every) {
+                test_run::test_run(prog_fd, &frame(i), None, 1)?;
+            }
+        }
+        Ok(())
+    };
+    send(1)?;
+    // The filled flows go idle, as most of a large table is in any one window.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    reset_peak_rss();
+    let base = status_kb("VmRSS:");
+    let prev = dp.snapshot()?;
+    send(10)?;
+    let c = thread_cpu_ms();
+    let now = dp.snapshot()?;
+    let read_ms = thread_cpu_ms() - c;
+    let mut cpu = Vec::new();
+    let mut active = 0;
+    for _ in 0..3 {
+        let c = thread_cpu_ms();
+        let window = now.since(&prev);
+        cpu.push(thread_cpu_ms() - c);
+        active = window.flows.len();
+    }
+    cpu.sort_by(f64::total_cmp);
+    let peak = status_kb("VmHWM:").saturating_sub(base);
+    println!(
+        "{flows:>8} flows, {active} active in the window: reading {read_ms:.0} ms CPU | \
+         window (since) {:.1} ms CPU (median of 3: {:.1}/{:.1}/{:.1}) | peak RSS above the \
+         start {:.1} MB (two readings and the window held, as the agent does)",
+        cpu[1],
+        cpu[0],
+        cpu[1],
+        cpu[2],
+        peak as f64 / 1024.0,
+    );
+    Ok(())
+}
+
+#[test]
+#[ignore = "a benchmark: prints figures (run with --ignored --nocapture)"]
+fn a_window_at_10k_100k_1m() -> Result<()> {
+    lab_guard!();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let sizes = std::env::var("ND_FLOWS").unwrap_or_else(|_| "10000,100000,1048576".into());
+    for flows in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
+        one_window(flows, cpus)?;
     }
     Ok(())
 }

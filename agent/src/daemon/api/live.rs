@@ -52,20 +52,35 @@ async fn flows(
     let p = Params::parse(query.as_deref(), &["interface", "limit", "offset"])?;
     let (limit, offset) = p.page()?;
     let only = p.text("interface");
-    let view = state.shared.view();
-    let names = &view.flow_interfaces;
-    let mut items: Vec<(&String, &Flow)> = view
-        .flows
+    // The reading is shared (an Arc): take it and let the view's lock go before sorting
+    // what may be a million flows.
+    let (flows, names) = {
+        let view = state.shared.view();
+        (view.flows.clone(), view.flow_interfaces.clone())
+    };
+    let mut items: Vec<(&String, &Flow)> = flows
         .iter()
         .filter_map(|f| Some((names.get(&f.ifindex)?, f)))
         .filter(|(name, _)| only.as_ref().is_none_or(|i| *name == i))
         .collect();
-    items.sort_by_key(|(_, f)| std::cmp::Reverse(f.bytes));
+    largest_first(&mut items, offset as usize + limit as usize);
     // Only the page's flows are copied, with their interface's name.
     Ok(Json(page_map(items, limit, offset, |(name, f)| FlowView {
         interface: name.clone(),
         flow: f.clone(),
     })))
+}
+
+/// Puts the `first` largest flows first, by bytes then by key (a total order, so pages of
+/// one reading neither repeat nor skip flows of equal bytes), and only those in order:
+/// a page near the top of a large table sorts a page's worth, not the table.
+fn largest_first(items: &mut [(&String, &Flow)], first: usize) {
+    let order = |(_, f): &(&String, &Flow)| (std::cmp::Reverse(f.bytes), f.key());
+    if first < items.len() {
+        items.select_nth_unstable_by_key(first, order);
+    }
+    let end = first.min(items.len());
+    items[..end].sort_unstable_by_key(order);
 }
 
 async fn sockets(

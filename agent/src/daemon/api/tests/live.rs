@@ -106,3 +106,53 @@ async fn flows_are_served_by_bytes_with_their_interface_and_only_of_watched_ones
         (Some("eth0"), Some(5_000))
     );
 }
+
+/// Pages of `/api/v1/flows` over flows of equal bytes neither repeat nor skip one, and a
+/// page near the top of a larger list holds the largest flows in order.
+#[tokio::test]
+async fn flow_pages_are_a_total_order() {
+    use crate::kernel::packet::flows::test_flow;
+    use crate::kernel::views::Direction;
+
+    let app = App::new();
+    {
+        let mut view = app.shared.view_mut();
+        let mut flows: Vec<_> = (0..50u16)
+            .map(|p| test_flow(3, Direction::Ingress, "10.0.0.1", p, "10.0.0.2", 7_000))
+            .collect();
+        flows.extend(
+            (0..30u16).map(|p| test_flow(3, Direction::Egress, "10.0.0.2", p, "10.0.0.1", 100)),
+        );
+        flows.push(test_flow(
+            3,
+            Direction::Egress,
+            "10.0.0.3",
+            9,
+            "10.0.0.1",
+            9_000,
+        ));
+        view.flows = std::sync::Arc::new(flows);
+        view.flow_interfaces = [(3, "eth0".to_owned())].into();
+    }
+    let r = app.get("/api/v1/flows?limit=3").await;
+    let bytes: Vec<u64> = r.json["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|f| f["bytes"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(bytes, [9_000, 7_000, 7_000], "{}", r.text);
+
+    let mut seen = std::collections::BTreeSet::new();
+    for offset in (1..51).step_by(7) {
+        let r = app
+            .get(&format!("/api/v1/flows?limit=7&offset={offset}"))
+            .await;
+        for f in r.json["items"].as_array().expect("items") {
+            if f["bytes"] == 7_000 {
+                assert!(seen.insert(f["src_port"].as_u64()), "repeated: {f}");
+            }
+        }
+    }
+    assert_eq!(seen.len(), 50, "every flow of equal bytes once");
+}

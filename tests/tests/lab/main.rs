@@ -19,6 +19,7 @@ mod agent_api;
 mod agent_lifecycle;
 mod agent_load;
 mod agent_origin;
+mod agent_scale;
 mod agent_systemd;
 mod bpf_cost_metric;
 mod cli;

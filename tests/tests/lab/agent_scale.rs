@@ -1,0 +1,180 @@
+//! The agent process with 10 k, 100 k and 1 M flows in its table (issue 34): the real
+//! `netdoctor agent` (`NETDOCTOR_BIN`) in a lab namespace watching its veth with
+//! `--max-flows N --interval 2s`, its own tc ingress program fed N distinct UDP flows
+//! through `BPF_PROG_TEST_RUN` (an `__sk_buff` naming the veth, from a thread in the
+//! namespace), then two phases of 3 evaluations each: every flow idle, and a packet on 10 %
+//! of the flows every interval. Per phase it prints the agent's peak and current resident
+//! memory (VmHWM, reset at the phase's start; VmRSS) and its CPU time per evaluation.
+//!
+//! A benchmark, not a test: `NETDOCTOR_BIN=target/release/netdoctor cargo test --release -p
+//! netdoctor-lab --test lab -- --ignored --nocapture agent_scale::` (`ND_FLOWS=a,b` picks
+//! the sizes). Run two binaries one after the other to compare them.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use libbpf_rs::libbpf_sys;
+use netdoctor_lab::agent::Agent;
+use netdoctor_lab::bpf::{prog_info, query, test_run};
+use netdoctor_lab::packet::builder as pkt;
+use netdoctor_lab::{lab_guard, PairTopology};
+
+/// The agent's evaluation interval here.
+const INTERVAL: Duration = Duration::from_secs(2);
+/// Evaluations per phase.
+const EVALUATIONS: u32 = 3;
+
+/// Flow `i`'s packet: distinct (source port, destination port) pairs.
+fn frame(i: u32) -> Vec<u8> {
+    let sport = 1024 + (i % 60_000) as u16;
+    let dport = 1 + (i / 60_000) as u16;
+    pkt::v4(pkt::UDP, &pkt::udp(sport, dport, &[0u8; 20]))
+}
+
+/// A tc test-run context whose `ifindex` (offset 40 of `struct __sk_buff`) is `ifindex`.
+fn ctx_on(ifindex: u32) -> Vec<u8> {
+    let mut ctx = vec![0u8; 192];
+    ctx[40..44].copy_from_slice(&ifindex.to_ne_bytes());
+    ctx
+}
+
+/// The agent's `nd_tc_ingress` on `eth0` of the calling thread's namespace: (descriptor,
+/// the veth's ifindex).
+fn agents_ingress() -> Result<(OwnedFd, u32)> {
+    let ifindex = nix::net::if_::if_nametoindex(PairTopology::IFNAME)?;
+    for id in query::tcx_prog_ids(ifindex, libbpf_sys::BPF_TCX_INGRESS)? {
+        // SAFETY: a plain syscall wrapper; it returns a new descriptor or a negative errno.
+        let fd: RawFd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: the kernel just returned this descriptor, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let info = prog_info(fd.as_raw_fd(), &mut [])?;
+        let name: Vec<u8> = info
+            .name
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        if name == b"nd_tc_ingress" {
+            return Ok((fd, ifindex));
+        }
+    }
+    bail!("no nd_tc_ingress on the agent's {}", PairTopology::IFNAME)
+}
+
+/// Sends one packet of every `every`-th of flows 0..`flows` through the agent's program,
+/// each CPU its share (the LRU table gives each CPU an equal share of its entries).
+fn send(pair: &PairTopology, flows: u32, every: usize) -> Result<()> {
+    pair.a.run_in(move || -> Result<()> {
+        let (prog, ifindex) = agents_ingress()?;
+        let ctx = ctx_on(ifindex);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let share = flows / cpus;
+        for cpu in 0..cpus {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu as usize)?;
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+            for i in (cpu * share..(cpu + 1) * share).step_by(every) {
+                test_run::test_run(prog.as_raw_fd(), &frame(i), Some(&ctx), 1)?;
+            }
+        }
+        Ok(())
+    })?
+}
+
+/// (VmHWM, VmRSS) of `pid`, MB.
+fn memory_mb(pid: u32) -> Result<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<f64> {
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .with_context(|| format!("{name} of {pid}"))?;
+        Ok(kb / 1024.0)
+    };
+    Ok((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// utime + stime of `pid`, seconds.
+fn cpu_s(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').context("/proc/PID/stat")?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 =
+        f.get(11).context("utime")?.parse::<u64>()? + f.get(12).context("stime")?.parse::<u64>()?;
+    Ok(ticks as f64 / 100.0)
+}
+
+/// One phase: peak memory reset, `EVALUATIONS` intervals with `each` run at every one.
+fn phase(
+    agent: &Agent,
+    name: &str,
+    flows: u32,
+    mut each: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let pid = agent.pid();
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").context("resetting VmHWM")?;
+    let (start, c0) = (Instant::now(), cpu_s(pid)?);
+    for n in 1..=EVALUATIONS {
+        each()?;
+        let due = INTERVAL * n;
+        std::thread::sleep(due.saturating_sub(start.elapsed()));
+    }
+    let cpu = cpu_s(pid)? - c0;
+    let (hwm, rss) = memory_mb(pid)?;
+    let per_eval_ms = cpu * 1e3 / f64::from(EVALUATIONS);
+    println!(
+        "{flows:>8} flows, {name:<12}: agent peak RSS {hwm:.1} MB, RSS {rss:.1} MB | CPU {per_eval_ms:.0} ms \
+         per evaluation ({:.2} % of a core at a 10 s interval)",
+        per_eval_ms / 10_000.0 * 100.0
+    );
+    Ok(())
+}
+
+fn one_size(flows: u32) -> Result<()> {
+    let pair = PairTopology::new(1500)?;
+    let max = flows.to_string();
+    let interval = format!("{}s", INTERVAL.as_secs());
+    let agent = Agent::start(
+        &pair.a,
+        &["--no-probe", "--max-flows", &max, "--interval", &interval],
+    )?;
+    agent.poll(
+        "/api/v1/interfaces/eth0",
+        Duration::from_secs(30),
+        "eth0 watched",
+        |r| (r.status == 200 && r.json["watched"] == true).then_some(()),
+    )?;
+    let fill = Instant::now();
+    send(&pair, flows, 1)?;
+    let fill_s = fill.elapsed().as_secs_f64();
+    // Let the agent read the full table before the phases.
+    std::thread::sleep(INTERVAL * 2);
+    let page = agent.get("/api/v1/flows?limit=1")?;
+    let entries = page.json["total"].as_u64().unwrap_or(0);
+    ensure!(
+        entries >= u64::from(flows) * 9 / 10,
+        "the agent serves {entries} flows of {flows} sent: {}",
+        page.text
+    );
+    println!("{flows:>8} flows: filled in {fill_s:.1} s, the agent serves {entries} flows");
+    phase(&agent, "idle", flows, || Ok(()))?;
+    phase(&agent, "10 % active", flows, || send(&pair, flows, 10))?;
+    Ok(())
+}
+
+#[test]
+#[ignore = "a benchmark: prints figures (run with --ignored --nocapture)"]
+fn agent_at_10k_100k_1m() -> Result<()> {
+    lab_guard!();
+    let sizes = std::env::var("ND_FLOWS").unwrap_or_else(|_| "10000,100000,1048576".into());
+    for flows in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
+        one_size(flows)?;
+    }
+    Ok(())
+}

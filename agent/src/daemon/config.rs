@@ -204,41 +204,10 @@ impl Config {
             Some(path) => File::read(path)?,
             None => File::default(),
         };
-        let listen = match o.listen.or(file.listen) {
-            Some(l) => l,
-            None => DEFAULT_LISTEN.parse()?,
-        };
-        let token = match o.token_file.as_ref().or(file.token_file.as_ref()) {
-            Some(path) => Some(super::token::read(path)?),
-            None => None,
-        };
-        if !listen.ip().is_loopback() && token.is_none() {
-            anyhow::bail!(
-                "refusing to listen on {listen} without a token: anyone who can reach it \
-                 could read this host's traffic and findings. Give --token-file FILE (a file \
-                 only root may read, holding a random secret, e.g. `(umask 077; openssl rand \
-                 -hex 32 > FILE)`), or listen on 127.0.0.1."
-            );
-        }
-        let pick = |flag: &[String], file: Option<Vec<String>>| {
-            if flag.is_empty() {
-                file.unwrap_or_default()
-            } else {
-                flag.to_vec()
-            }
-        };
-        let allowed_hosts = pick(&o.allowed_host, file.allowed_host);
-        if let Some(bad) = allowed_hosts.iter().find(|h| !valid_host_name(h)) {
-            anyhow::bail!(
-                "--allowed-host {bad:?} is not a host name (expected e.g. netdoctor.example.com)"
-            );
-        }
-        let database_access = match o.database_group.as_ref().or(file.database_group.as_ref()) {
-            None => crate::daemon::store::Access::default(),
-            Some(name) => crate::daemon::store::Access {
-                group: Some(group_id(name)?),
-            },
-        };
+        let (listen, token) = listen_and_token(o, &file)?;
+        let allowed_hosts = allowed_hosts(&o.allowed_host, file.allowed_host)?;
+        let database_access =
+            database_access(o.database_group.as_ref().or(file.database_group.as_ref()))?;
         let config = Config {
             listen,
             allowed_hosts,
@@ -285,6 +254,58 @@ impl Config {
         );
         Ok(config)
     }
+}
+
+/// The flag's list when it has any entries, else the file's (else none).
+fn pick(flag: &[String], file: Option<Vec<String>>) -> Vec<String> {
+    if flag.is_empty() {
+        file.unwrap_or_default()
+    } else {
+        flag.to_vec()
+    }
+}
+
+/// The HTTP address and the token read from the token file (flag, then file); refuses a
+/// non-loopback address without a token.
+fn listen_and_token(o: &Overrides, file: &File) -> anyhow::Result<(SocketAddr, Option<String>)> {
+    let listen = match o.listen.or(file.listen) {
+        Some(l) => l,
+        None => DEFAULT_LISTEN.parse()?,
+    };
+    let token = match o.token_file.as_ref().or(file.token_file.as_ref()) {
+        Some(path) => Some(super::token::read(path)?),
+        None => None,
+    };
+    if !listen.ip().is_loopback() && token.is_none() {
+        anyhow::bail!(
+            "refusing to listen on {listen} without a token: anyone who can reach it \
+             could read this host's traffic and findings. Give --token-file FILE (a file \
+             only root may read, holding a random secret, e.g. `(umask 077; openssl rand \
+             -hex 32 > FILE)`), or listen on 127.0.0.1."
+        );
+    }
+    Ok((listen, token))
+}
+
+/// The extra `Host` names (flag, then file), each checked to be a host name.
+fn allowed_hosts(flag: &[String], file: Option<Vec<String>>) -> anyhow::Result<Vec<String>> {
+    let allowed_hosts = pick(flag, file);
+    if let Some(bad) = allowed_hosts.iter().find(|h| !valid_host_name(h)) {
+        anyhow::bail!(
+            "--allowed-host {bad:?} is not a host name (expected e.g. netdoctor.example.com)"
+        );
+    }
+    Ok(allowed_hosts)
+}
+
+/// Who besides the agent may read the database: members of `group` when one is given.
+fn database_access(group: Option<&String>) -> anyhow::Result<crate::daemon::store::Access> {
+    Ok(match group {
+        None => crate::daemon::store::Access::default(),
+        Some(name) => crate::daemon::store::Access {
+            group: Some(group_id(name)?),
+        },
+    })
 }
 
 /// The id of group `name` (a name, or a number).

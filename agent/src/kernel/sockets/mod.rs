@@ -122,57 +122,9 @@ impl<'obj> SocketProbes<'obj> {
             .nd_tcp_retransmit
             .set_autoload(signals.retransmits);
         open.progs.nd_sock_state.set_autoload(signals.lifecycle);
-        for (available, what) in [
-            (
-                signals.snapshots,
-                "iter/tcp (socket snapshots: cc, srtt, cwnd, pmtu)",
-            ),
-            (
-                signals.retransmits,
-                "tracepoint tcp_retransmit_skb (per-connection retransmissions)",
-            ),
-            (
-                signals.lifecycle,
-                "tracepoint inet_sock_set_state (short-lived connections)",
-            ),
-        ] {
-            if !available {
-                // The caller names the lost signal (diagnose: a note and one warning).
-                tracing::info!("this kernel lacks {what}; that signal is skipped");
-            }
-        }
+        log_skipped(&signals);
         let skel = open.load().map_err(Error::from_load)?;
-
-        let attach =
-            |prog: &libbpf_rs::ProgramMut<'_>, what: &str, on: &mut bool| -> Option<Link> {
-                if !*on {
-                    return None;
-                }
-                match prog.attach() {
-                    Ok(link) => Some(link),
-                    Err(e) => {
-                        tracing::warn!("cannot attach {what} ({e}); that signal is skipped");
-                        *on = false;
-                        None
-                    }
-                }
-            };
-        let iter_link = attach(&skel.progs.nd_iter_tcp, "iter/tcp", &mut signals.snapshots);
-        let links = [
-            attach(
-                &skel.progs.nd_tcp_retransmit,
-                "tcp_retransmit_skb",
-                &mut signals.retransmits,
-            ),
-            attach(
-                &skel.progs.nd_sock_state,
-                "inet_sock_set_state",
-                &mut signals.lifecycle,
-            ),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let (iter_link, links) = attach_all(&skel, &mut signals);
         let closed = Arc::new(Mutex::new(Vec::new()));
         let ring = close_ring(&skel, netns, closed.clone())?;
         Ok(SocketProbes {
@@ -295,6 +247,66 @@ pub fn lost_closes_note(lost: u64) -> String {
     format!(
         "{lost} connection-close events were lost (ring buffer full): short connections may be missing"
     )
+}
+
+/// Says (at info) which signals this kernel lacks, so are not loaded.
+fn log_skipped(signals: &Signals) {
+    for (available, what) in [
+        (
+            signals.snapshots,
+            "iter/tcp (socket snapshots: cc, srtt, cwnd, pmtu)",
+        ),
+        (
+            signals.retransmits,
+            "tracepoint tcp_retransmit_skb (per-connection retransmissions)",
+        ),
+        (
+            signals.lifecycle,
+            "tracepoint inet_sock_set_state (short-lived connections)",
+        ),
+    ] {
+        if !available {
+            // The caller names the lost signal (diagnose: a note and one warning).
+            tracing::info!("this kernel lacks {what}; that signal is skipped");
+        }
+    }
+}
+
+/// Attaches the loaded programs whose signal is on: the iter/tcp link, then the
+/// tracepoints' links. A program that fails to attach turns its signal off.
+fn attach_all(skel: &SocketsSkel<'_>, signals: &mut Signals) -> (Option<Link>, Vec<Link>) {
+    let iter_link = attach(&skel.progs.nd_iter_tcp, "iter/tcp", &mut signals.snapshots);
+    let links = [
+        attach(
+            &skel.progs.nd_tcp_retransmit,
+            "tcp_retransmit_skb",
+            &mut signals.retransmits,
+        ),
+        attach(
+            &skel.progs.nd_sock_state,
+            "inet_sock_set_state",
+            &mut signals.lifecycle,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (iter_link, links)
+}
+
+/// Attaches `prog` if its signal is `on`; on failure warns and turns the signal off.
+fn attach(prog: &libbpf_rs::ProgramMut<'_>, what: &str, on: &mut bool) -> Option<Link> {
+    if !*on {
+        return None;
+    }
+    match prog.attach() {
+        Ok(link) => Some(link),
+        Err(e) => {
+            tracing::warn!("cannot attach {what} ({e}); that signal is skipped");
+            *on = false;
+            None
+        }
+    }
 }
 
 /// The ring of close events, with a callback that keeps the events of namespace `netns`

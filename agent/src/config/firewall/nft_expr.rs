@@ -177,6 +177,7 @@ impl Decoder {
             .push(m.unwrap_or_else(|| Match::Other(describe(&held))));
     }
 
+    /// One expression `name` with attributes `a`: a register load, a condition or an action.
     fn expr(&mut self, name: &str, a: &Attrs<'_>) {
         match name {
             "meta" => {
@@ -192,28 +193,7 @@ impl Decoder {
                     self.regs.insert(dreg, Held::Payload { base, offset, len });
                 }
             }
-            "bitwise" => {
-                if let (Some(sreg), Some(dreg)) = (reg(a, 1), reg(a, 2)) {
-                    let held = match self.regs.get(&sreg) {
-                        Some(Held::Payload {
-                            base: PAYLOAD_NETWORK,
-                            offset,
-                            len,
-                        }) => Held::Masked {
-                            offset: *offset,
-                            len: *len,
-                            mask: value(a.get(&4)),
-                        },
-                        Some(Held::Payload { base, offset, len }) => Held::Payload {
-                            base: *base,
-                            offset: *offset,
-                            len: *len,
-                        },
-                        _ => Held::Value(Vec::new()),
-                    };
-                    self.regs.insert(dreg, held);
-                }
-            }
+            "bitwise" => self.bitwise(a),
             "rt" => {
                 if let (Some(dreg), Some(key)) = (reg(a, 1), a.get(&2).and_then(|v| be32(v))) {
                     let held = if key == RT_TCPMSS {
@@ -226,39 +206,73 @@ impl Decoder {
             }
             "immediate" => self.immediate(a),
             "cmp" => self.cmp(a),
-            "lookup" => {
-                let what = reg(a, 2)
-                    .and_then(|r| self.regs.get(&r))
-                    .map_or_else(|| "value".to_owned(), describe);
-                let inverted = a
-                    .get(&5)
-                    .and_then(|v| be32(v))
-                    .is_some_and(|f| f & LOOKUP_F_INV != 0);
-                let set = a.get(&1).map(|s| string(s)).unwrap_or_default();
-                self.out.matches.push(Match::Other(format!(
-                    "{what}{} @{set}",
-                    if inverted { " not in" } else { " in" }
-                )));
-            }
+            "lookup" => self.lookup(a),
             "masq" => self.out.action = Some(Action::Masquerade),
             "nat" if a.get(&1).and_then(|v| be32(v)) == Some(NAT_SNAT) => {
                 self.out.action = Some(Action::Snat);
             }
             "exthdr" => self.exthdr(a),
-            "target" => {
-                let info = a.get(&3).copied().unwrap_or(&[]);
-                let target = a.get(&1).map(|n| string(n)).unwrap_or_default();
-                if let Some(action) = target_action(&target, info) {
-                    self.out.action = Some(action);
-                }
-            }
-            "match" => {
-                let m = a.get(&1).map(|n| string(n)).unwrap_or_default();
-                if !matches!(m.as_str(), "tcp" | "comment") {
-                    self.out.matches.push(Match::Other(format!("-m {m}")));
-                }
-            }
+            "target" => self.xt_target(a),
+            "match" => self.xt_match(a),
             _ => {}
+        }
+    }
+
+    /// `bitwise`: a mask over a network-header load keeps the load with its mask, over
+    /// another load keeps the load; anything else becomes an unnamed value.
+    fn bitwise(&mut self, a: &Attrs<'_>) {
+        if let (Some(sreg), Some(dreg)) = (reg(a, 1), reg(a, 2)) {
+            let held = match self.regs.get(&sreg) {
+                Some(Held::Payload {
+                    base: PAYLOAD_NETWORK,
+                    offset,
+                    len,
+                }) => Held::Masked {
+                    offset: *offset,
+                    len: *len,
+                    mask: value(a.get(&4)),
+                },
+                Some(Held::Payload { base, offset, len }) => Held::Payload {
+                    base: *base,
+                    offset: *offset,
+                    len: *len,
+                },
+                _ => Held::Value(Vec::new()),
+            };
+            self.regs.insert(dreg, held);
+        }
+    }
+
+    /// `lookup`: a set membership test, kept as a condition described in words.
+    fn lookup(&mut self, a: &Attrs<'_>) {
+        let what = reg(a, 2)
+            .and_then(|r| self.regs.get(&r))
+            .map_or_else(|| "value".to_owned(), describe);
+        let inverted = a
+            .get(&5)
+            .and_then(|v| be32(v))
+            .is_some_and(|f| f & LOOKUP_F_INV != 0);
+        let set = a.get(&1).map(|s| string(s)).unwrap_or_default();
+        self.out.matches.push(Match::Other(format!(
+            "{what}{} @{set}",
+            if inverted { " not in" } else { " in" }
+        )));
+    }
+
+    /// An x_tables `target` (iptables-nft): its action, when it is one we know.
+    fn xt_target(&mut self, a: &Attrs<'_>) {
+        let info = a.get(&3).copied().unwrap_or(&[]);
+        let target = a.get(&1).map(|n| string(n)).unwrap_or_default();
+        if let Some(action) = target_action(&target, info) {
+            self.out.action = Some(action);
+        }
+    }
+
+    /// An x_tables `match` (iptables-nft): a condition, except `tcp` and `comment`.
+    fn xt_match(&mut self, a: &Attrs<'_>) {
+        let m = a.get(&1).map(|n| string(n)).unwrap_or_default();
+        if !matches!(m.as_str(), "tcp" | "comment") {
+            self.out.matches.push(Match::Other(format!("-m {m}")));
         }
     }
 

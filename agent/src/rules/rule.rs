@@ -58,6 +58,68 @@ struct RuleFile {
     unknown: BTreeMap<String, String>,
 }
 
+impl RuleFile {
+    /// Refuses an id that is empty or holds other than lowercase letters, digits, '.'
+    /// and '_'.
+    fn check_id(&self) -> Result<(), String> {
+        if self.id.is_empty()
+            || !self
+                .id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_')
+        {
+            return Err(format!(
+                "id {:?} must be non-empty lowercase letters, digits, '.' and '_'",
+                self.id
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses an `[unknown]` entry that names no `[evidence]` entry.
+    fn check_unknown(&self) -> Result<(), String> {
+        if let Some(name) = self
+            .unknown
+            .keys()
+            .find(|n| !self.evidence.contains_key(*n))
+        {
+            return Err(format!(
+                "unknown.{name}: names no evidence (the [unknown] table says why an [evidence] \
+                 value can be unknown)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses `critical_when` on a rule that is critical already.
+    fn check_critical_when(&self) -> Result<(), String> {
+        if self.critical_when.is_some() && self.severity == Severity::Critical {
+            return Err(
+                "critical_when raises a warning or info rule to critical: this rule is \
+                 critical already"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Names bound by CEL comprehension macros anywhere in the rule: condition, evidence,
+    /// templates and `critical_when`.
+    fn bound_names(&self) -> Vec<String> {
+        let mut bound = macro_bound(&self.condition);
+        for src in self
+            .evidence
+            .values()
+            .chain([&self.summary, &self.fix])
+            .chain(self.subject.iter())
+            .chain(self.critical_when.iter())
+        {
+            bound.extend(macro_bound(src));
+        }
+        bound
+    }
+}
+
 /// A compiled rule.
 #[derive(Debug)]
 pub struct Rule {
@@ -108,17 +170,7 @@ impl Rule {
             message,
         };
         let file: RuleFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
-        if file.id.is_empty()
-            || !file
-                .id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_')
-        {
-            return Err(err(format!(
-                "id {:?} must be non-empty lowercase letters, digits, '.' and '_'",
-                file.id
-            )));
-        }
+        file.check_id().map_err(err)?;
         let compile = |what: &str, src: &str| {
             Expression::compile(src).map_err(|e| err(format!("{what}: {e}")))
         };
@@ -128,23 +180,8 @@ impl Rule {
             .iter()
             .map(|(name, src)| compile(&format!("evidence.{name}"), src).map(|p| (name.clone(), p)))
             .collect::<Result<Vec<_>, _>>()?;
-        if let Some(name) = file
-            .unknown
-            .keys()
-            .find(|n| !file.evidence.contains_key(*n))
-        {
-            return Err(err(format!(
-                "unknown.{name}: names no evidence (the [unknown] table says why an [evidence] \
-                 value can be unknown)"
-            )));
-        }
-        if file.critical_when.is_some() && file.severity == Severity::Critical {
-            return Err(err(
-                "critical_when raises a warning or info rule to critical: this rule is \
-                 critical already"
-                    .into(),
-            ));
-        }
+        file.check_unknown().map_err(err)?;
+        file.check_critical_when().map_err(err)?;
         let critical_when = file
             .critical_when
             .as_deref()
@@ -152,16 +189,7 @@ impl Rule {
             .transpose()?;
         let template =
             |what: &str, src: &str| Template::compile(src).map_err(|e| err(format!("{what}: {e}")));
-        let mut bound = macro_bound(&file.condition);
-        for src in file
-            .evidence
-            .values()
-            .chain([&file.summary, &file.fix])
-            .chain(file.subject.iter())
-            .chain(file.critical_when.iter())
-        {
-            bound.extend(macro_bound(src));
-        }
+        let bound = file.bound_names();
         Ok(Rule {
             bound,
             summary: template("summary", &file.summary)?,

@@ -99,16 +99,7 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut out = Transitions::default();
         {
-            // (id, subject) -> row_id of the interface's active findings.
-            let mut active: BTreeMap<(String, String), i64> = tx
-                .prepare_cached(
-                    "SELECT id, subject, row_id FROM findings \
-                     WHERE interface = ?1 AND resolved_ms IS NULL",
-                )?
-                .query_map([interface], |row| {
-                    Ok(((row.get(0)?, row.get(1)?), row.get(2)?))
-                })?
-                .collect::<Result<_, _>>()?;
+            let mut active = active_rows(&tx, interface)?;
             let mut refresh = tx.prepare_cached(
                 "UPDATE findings SET severity = ?1, summary = ?2, evidence = ?3, fix = ?4, \
                  reference = ?5, last_seen_ms = ?6, evaluations = evaluations + 1, \
@@ -126,13 +117,7 @@ impl Store {
                     tracing::debug!(id = %f.id, interface, subject, "duplicate finding ignored");
                     continue;
                 }
-                let evidence =
-                    serde_json::to_string(&f.evidence).map_err(|source| StoreError::Json {
-                        what: "finding evidence",
-                        source,
-                    })?;
-                let unknown = unknown_column(&f.unknown)?;
-                let severity = f.severity.to_string();
+                let (severity, evidence, unknown) = encoded(f)?;
                 match active.remove(&(f.id.clone(), subject.to_owned())) {
                     Some(row_id) => {
                         refresh.execute(params![
@@ -163,12 +148,7 @@ impl Store {
                     }
                 }
             }
-            let mut resolve =
-                tx.prepare_cached("UPDATE findings SET resolved_ms = ?1 WHERE row_id = ?2")?;
-            for ((id, subject), row_id) in active {
-                resolve.execute(params![now_ms, row_id])?;
-                out.resolved.push(key(&id, interface, &subject));
-            }
+            out.resolved = resolve_absent(&tx, active, interface, now_ms)?;
         }
         tx.commit()?;
         Ok(out)
@@ -239,4 +219,49 @@ impl Store {
         })?;
         raws.into_iter().map(Raw::decode).collect()
     }
+}
+
+/// `(id, subject)` -> `row_id` of the active findings of `interface`.
+fn active_rows(
+    conn: &Connection,
+    interface: &str,
+) -> Result<BTreeMap<(String, String), i64>, StoreError> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT id, subject, row_id FROM findings \
+             WHERE interface = ?1 AND resolved_ms IS NULL",
+        )?
+        .query_map([interface], |row| {
+            Ok(((row.get(0)?, row.get(1)?), row.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// A finding's severity, evidence and unknown columns as stored.
+fn encoded(f: &Finding) -> Result<(String, String, Option<String>), StoreError> {
+    let evidence = serde_json::to_string(&f.evidence).map_err(|source| StoreError::Json {
+        what: "finding evidence",
+        source,
+    })?;
+    let unknown = unknown_column(&f.unknown)?;
+    Ok((f.severity.to_string(), evidence, unknown))
+}
+
+/// Resolves at `now_ms` the `active` rows not reported again; their keys, by id then
+/// subject.
+fn resolve_absent(
+    conn: &Connection,
+    active: BTreeMap<(String, String), i64>,
+    interface: &str,
+    now_ms: i64,
+) -> Result<Vec<FindingKey>, StoreError> {
+    let mut resolve =
+        conn.prepare_cached("UPDATE findings SET resolved_ms = ?1 WHERE row_id = ?2")?;
+    let mut resolved = Vec::new();
+    for ((id, subject), row_id) in active {
+        resolve.execute(params![now_ms, row_id])?;
+        resolved.push(key(&id, interface, &subject));
+    }
+    Ok(resolved)
 }

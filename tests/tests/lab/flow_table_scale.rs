@@ -18,7 +18,8 @@
 //! the start (`ND_FLOWS=a,b` picks the sizes).
 //!
 //! Benchmarks, not tests: `nice -n 10 cargo test --release -p netdoctor-lab --test lab
-//! -- --ignored --nocapture flow_table_scale::`. Figures from a shared machine are noisy.
+//! -- --ignored --nocapture --test-threads=1 flow_table_scale::` (one at a time: the memory
+//! figures are the process's). Figures from a shared machine are noisy.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -86,26 +87,40 @@ fn ns_per_packet(dp: &Dataplane<'_>, frames: impl Iterator<Item = Vec<u8>>) -> R
     Ok(sum as f64 / n.max(1) as f64)
 }
 
-fn one_size(flows: u32, cpus: usize) -> Result<()> {
-    let mut storage = MaybeUninit::uninit();
+/// A data plane with a table of `flows` entries, watching loopback.
+fn loaded(storage: &mut MaybeUninit<libbpf_rs::OpenObject>, flows: u32) -> Result<Dataplane<'_>> {
     let options = Options {
         max_flows: flows,
         ..Options::default()
     };
-    let dp = Dataplane::load(&mut storage, options).context("load data plane")?;
+    let dp = Dataplane::load(storage, options).context("load data plane")?;
     dp.watch(LO, 1500, LinkType::Ether)?;
+    Ok(dp)
+}
+
+/// One packet of every `every`-th flow of 0..`flows` through `prog_fd`, each CPU in turn its
+/// share.
+fn send(prog_fd: i32, flows: u32, cpus: usize, every: usize) -> Result<()> {
+    let share = flows / cpus as u32;
+    for cpu in 0..cpus {
+        pin(cpu)?;
+        for i in (cpu as u32 * share..(cpu as u32 + 1) * share).step_by(every) {
+            test_run::test_run(prog_fd, &frame(i), None, 1)?;
+        }
+    }
+    Ok(())
+}
+
+fn one_size(flows: u32, cpus: usize) -> Result<()> {
+    let mut storage = MaybeUninit::uninit();
+    let dp = loaded(&mut storage, flows)?;
     let prog_fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
     let table = maps::program_maps(prog_fd)?
         .remove("flows")
         .context("the flows map")?;
     let fill = Instant::now();
+    send(prog_fd, flows, cpus, 1)?;
     let share = flows / cpus as u32;
-    for cpu in 0..cpus {
-        pin(cpu)?;
-        for i in cpu as u32 * share..(cpu as u32 + 1) * share {
-            test_run::test_run(prog_fd, &frame(i), None, 1)?;
-        }
-    }
     let fill_s = fill.elapsed().as_secs_f64();
     let rss_before = status_kb("VmRSS:");
     let mut reads = Vec::new();
@@ -176,31 +191,15 @@ fn reset_peak_rss() {
 /// the flows carrying a packet, a new reading and the difference of the two.
 fn one_window(flows: u32, cpus: usize) -> Result<()> {
     let mut storage = MaybeUninit::uninit();
-    let options = Options {
-        max_flows: flows,
-        ..Options::default()
-    };
-    let dp = Dataplane::load(&mut storage, options).context("load data plane")?;
-    dp.watch(LO, 1500, LinkType::Ether)?;
+    let dp = loaded(&mut storage, flows)?;
     let prog_fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
-    let share = flows / cpus as u32;
-    let send = |every: usize| -> Result<()> {
-        for cpu in 0..cpus {
-            pin(cpu)?;
-            let mine = cpu as u32 * share..(cpu as u32 + 1) * share;
-            for i in mine.step_by(every) {
-                test_run::test_run(prog_fd, &frame(i), None, 1)?;
-            }
-        }
-        Ok(())
-    };
-    send(1)?;
+    send(prog_fd, flows, cpus, 1)?;
     // The filled flows go idle, as most of a large table is in any one window.
     std::thread::sleep(std::time::Duration::from_secs(2));
     reset_peak_rss();
     let base = status_kb("VmRSS:");
     let prev = dp.snapshot()?;
-    send(10)?;
+    send(prog_fd, flows, cpus, 10)?;
     let c = thread_cpu_ms();
     let now = dp.snapshot()?;
     let read_ms = thread_cpu_ms() - c;

@@ -49,6 +49,7 @@ pub mod netns;
 pub mod observe;
 pub mod packet;
 pub mod podman;
+pub mod proc_usage;
 pub mod prometheus;
 pub mod stats;
 pub mod tailscale;

@@ -111,6 +111,14 @@ pub fn skb_ctx(gso_segs: u32, gso_size: u32) -> Vec<u8> {
     ctx
 }
 
+/// A `struct __sk_buff` context for a tc test run on device `ifindex` (offset 40) of the
+/// calling thread's network namespace: the program sees the packet arrive there.
+pub fn skb_ctx_on(ifindex: u32) -> Vec<u8> {
+    let mut ctx = skb_ctx(0, 0);
+    ctx[40..44].copy_from_slice(&ifindex.to_ne_bytes());
+    ctx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

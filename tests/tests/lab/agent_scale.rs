@@ -18,27 +18,13 @@ use anyhow::{bail, ensure, Context, Result};
 use libbpf_rs::libbpf_sys;
 use netdoctor_lab::agent::Agent;
 use netdoctor_lab::bpf::{prog_info, query, test_run};
-use netdoctor_lab::packet::builder as pkt;
+use netdoctor_lab::proc_usage::{proc_cpu_ticks, proc_status};
 use netdoctor_lab::{lab_guard, PairTopology};
 
 /// The agent's evaluation interval here.
 const INTERVAL: Duration = Duration::from_secs(2);
 /// Evaluations per phase.
 const EVALUATIONS: u32 = 3;
-
-/// Flow `i`'s packet: distinct (source port, destination port) pairs.
-fn frame(i: u32) -> Vec<u8> {
-    let sport = 1024 + (i % 60_000) as u16;
-    let dport = 1 + (i / 60_000) as u16;
-    pkt::v4(pkt::UDP, &pkt::udp(sport, dport, &[0u8; 20]))
-}
-
-/// A tc test-run context whose `ifindex` (offset 40 of `struct __sk_buff`) is `ifindex`.
-fn ctx_on(ifindex: u32) -> Vec<u8> {
-    let mut ctx = vec![0u8; 192];
-    ctx[40..44].copy_from_slice(&ifindex.to_ne_bytes());
-    ctx
-}
 
 /// The agent's `nd_tc_ingress` on `eth0` of the calling thread's namespace: (descriptor,
 /// the veth's ifindex).
@@ -66,48 +52,32 @@ fn agents_ingress() -> Result<(OwnedFd, u32)> {
     bail!("no nd_tc_ingress on the agent's {}", PairTopology::IFNAME)
 }
 
-/// Sends one packet of every `every`-th of flows 0..`flows` through the agent's program,
-/// each CPU its share (the LRU table gives each CPU an equal share of its entries).
+/// Sends one packet of every `every`-th of flows 0..`flows` through the agent's program
+/// (`flow_table_scale::send`), from a thread in the agent's namespace.
 fn send(pair: &PairTopology, flows: u32, every: usize) -> Result<()> {
     pair.a.run_in(move || -> Result<()> {
         let (prog, ifindex) = agents_ingress()?;
-        let ctx = ctx_on(ifindex);
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        let share = flows / cpus;
-        for cpu in 0..cpus {
-            let mut set = nix::sched::CpuSet::new();
-            set.set(cpu as usize)?;
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
-            for i in (cpu * share..(cpu + 1) * share).step_by(every) {
-                test_run::test_run(prog.as_raw_fd(), &frame(i), Some(&ctx), 1)?;
-            }
-        }
-        Ok(())
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ctx = test_run::skb_ctx_on(ifindex);
+        crate::flow_table_scale::send(prog.as_raw_fd(), flows, cpus, every, Some(&ctx))
     })?
 }
 
 /// (VmHWM, VmRSS) of `pid`, MB.
 fn memory_mb(pid: u32) -> Result<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<f64> {
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    let status = proc_status(pid)?;
+    let mb = |name: &str| -> Result<f64> {
+        let kb = status
+            .get(name)
             .with_context(|| format!("{name} of {pid}"))?;
-        Ok(kb / 1024.0)
+        Ok(*kb as f64 / 1024.0)
     };
-    Ok((field("VmHWM:")?, field("VmRSS:")?))
+    Ok((mb("VmHWM")?, mb("VmRSS")?))
 }
 
-/// utime + stime of `pid`, seconds.
+/// utime + stime of `pid` (its threads), seconds at 100 ticks a second.
 fn cpu_s(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit_once(')').context("/proc/PID/stat")?.1;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 =
-        f.get(11).context("utime")?.parse::<u64>()? + f.get(12).context("stime")?.parse::<u64>()?;
-    Ok(ticks as f64 / 100.0)
+    Ok(proc_cpu_ticks(pid)?.0 as f64 / 100.0)
 }
 
 /// One phase: peak memory reset, `EVALUATIONS` intervals with `each` run at every one.

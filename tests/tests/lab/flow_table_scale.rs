@@ -30,11 +30,12 @@ use netdoctor::kernel::packet::{Dataplane, LinkType, Options, ProgramKind};
 use netdoctor_lab::bpf::{maps, test_run};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
+use netdoctor_lab::proc_usage::proc_status;
 
 const LO: u32 = 1;
 
 /// Flow `i`'s packet: distinct (source port, destination port) pairs.
-fn frame(i: u32) -> Vec<u8> {
+pub(crate) fn frame(i: u32) -> Vec<u8> {
     let sport = 1024 + (i % 60_000) as u16;
     let dport = 1 + (i / 60_000) as u16;
     pkt::v4(pkt::UDP, &pkt::udp(sport, dport, &[0u8; 20]))
@@ -48,14 +49,11 @@ fn pin(cpu: usize) -> Result<()> {
     Ok(())
 }
 
+/// Field `field` of this process's `/proc/self/status`, kB (0 when unreadable).
 fn status_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    proc_status(std::process::id())
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
+        .and_then(|st| st.get(field).copied())
         .unwrap_or(0)
 }
 
@@ -98,14 +96,21 @@ fn loaded(storage: &mut MaybeUninit<libbpf_rs::OpenObject>, flows: u32) -> Resul
     Ok(dp)
 }
 
-/// One packet of every `every`-th flow of 0..`flows` through `prog_fd`, each CPU in turn its
-/// share.
-fn send(prog_fd: i32, flows: u32, cpus: usize, every: usize) -> Result<()> {
+/// One packet of every `every`-th flow of 0..`flows` through `prog_fd` (with test-run
+/// context `ctx`), each CPU in turn its share: the LRU table gives each CPU an equal share
+/// of its entries.
+pub(crate) fn send(
+    prog_fd: i32,
+    flows: u32,
+    cpus: usize,
+    every: usize,
+    ctx: Option<&[u8]>,
+) -> Result<()> {
     let share = flows / cpus as u32;
     for cpu in 0..cpus {
         pin(cpu)?;
         for i in (cpu as u32 * share..(cpu as u32 + 1) * share).step_by(every) {
-            test_run::test_run(prog_fd, &frame(i), None, 1)?;
+            test_run::test_run(prog_fd, &frame(i), ctx, 1)?;
         }
     }
     Ok(())
@@ -119,10 +124,10 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
         .remove("flows")
         .context("the flows map")?;
     let fill = Instant::now();
-    send(prog_fd, flows, cpus, 1)?;
+    send(prog_fd, flows, cpus, 1, None)?;
     let share = flows / cpus as u32;
     let fill_s = fill.elapsed().as_secs_f64();
-    let rss_before = status_kb("VmRSS:");
+    let rss_before = status_kb("VmRSS");
     let mut reads = Vec::new();
     let mut cpu = Vec::new();
     let mut last = None;
@@ -137,7 +142,7 @@ fn one_size(flows: u32, cpus: usize) -> Result<()> {
     reads.sort_by(f64::total_cmp);
     cpu.sort_by(f64::total_cmp);
     let (read_flows, use_) = last.context("a reading")?;
-    let (rss_after, hwm) = (status_kb("VmRSS:"), status_kb("VmHWM:"));
+    let (rss_after, hwm) = (status_kb("VmRSS"), status_kb("VmHWM"));
 
     pin(0)?;
     // Steady state: one cached flow, repeat loop timed by the kernel.
@@ -193,13 +198,13 @@ fn one_window(flows: u32, cpus: usize) -> Result<()> {
     let mut storage = MaybeUninit::uninit();
     let dp = loaded(&mut storage, flows)?;
     let prog_fd = dp.program(ProgramKind::TcIngress).as_fd().as_raw_fd();
-    send(prog_fd, flows, cpus, 1)?;
+    send(prog_fd, flows, cpus, 1, None)?;
     // The filled flows go idle, as most of a large table is in any one window.
     std::thread::sleep(std::time::Duration::from_secs(2));
     reset_peak_rss();
-    let base = status_kb("VmRSS:");
+    let base = status_kb("VmRSS");
     let prev = dp.snapshot()?;
-    send(prog_fd, flows, cpus, 10)?;
+    send(prog_fd, flows, cpus, 10, None)?;
     let c = thread_cpu_ms();
     let now = dp.snapshot()?;
     let read_ms = thread_cpu_ms() - c;
@@ -212,7 +217,7 @@ fn one_window(flows: u32, cpus: usize) -> Result<()> {
         active = window.flows.len();
     }
     cpu.sort_by(f64::total_cmp);
-    let peak = status_kb("VmHWM:").saturating_sub(base);
+    let peak = status_kb("VmHWM").saturating_sub(base);
     println!(
         "{flows:>8} flows, {active} active in the window: reading {read_ms:.0} ms CPU | \
          window (since) {:.1} ms CPU (median of 3: {:.1}/{:.1}/{:.1}) | peak RSS above the \

@@ -10,8 +10,8 @@
 //! `lab_guard!`: they skip without root, BPF or a tool, and fail under `CI=true`.
 //!
 //! The Tailscale lane is `diagnose_tailscale::` and `tailscale_agent::` (its tests are named
-//! `tailscale_lane_*`); the measurements (`dataplane_microbench::`, `flow_table_scale::`)
-//! are `#[ignore]`d and run with `--release -- --ignored`.
+//! `tailscale_lane_*`); the measurements (`dataplane_microbench::`, `flow_table_scale::`,
+//! `agent_scale::`) are `#[ignore]`d and run with `--release -- --ignored`.
 
 mod common_mesh;
 

@@ -80,16 +80,18 @@ static __always_inline void slot_counts(const struct nd_flow_slot *s, struct nd_
 	v->encap = s->encap;
 }
 
-/* Adds a retired slot's counts (slot_counts()) to its flow's table entry (recreating an
- * evicted one). */
+/* Adds a retired slot's counts (slot_counts()), counted in the agent's window `window`, to
+ * its flow's table entry (recreating an evicted one). `old` is the caller's to change. */
 static __always_inline void table_merge(const struct nd_flow_key *key,
-					const struct nd_flow_stats *old)
+					struct nd_flow_stats *old, __u32 window)
 {
 	struct nd_flow_stats *fs = bpf_map_lookup_elem(&flows, key);
 
 	if (!fs) {
+		win_init(old, window);
 		if (table_insert(key, old) == 0)
 			return;
+		__builtin_memset(old->win, 0, sizeof(old->win));
 		fs = bpf_map_lookup_elem(&flows, key); /* another CPU created it meanwhile */
 		if (!fs)
 			return;
@@ -112,11 +114,21 @@ static __always_inline void table_merge(const struct nd_flow_key *key,
 	fs->tcp_flags |= old->tcp_flags;
 	if (old->encap)
 		fs->encap = old->encap;
+	win_merge(fs, window, old);
+}
+
+/* Whether the agent's window moved on since the slot's counts began. */
+static __always_inline int slot_window_moved(const struct nd_flow_slot *s)
+{
+	__u32 n = window_now();
+
+	return n && s->window != n;
 }
 
 /* A packet whose flow is not in its cache slot `s` (NULL: no slot for this CPU), or, with
- * `flush`, whose slot is its own but would wrap its 32-bit byte count: the slot is then
- * retired (its counts added to the table) and taken afresh for the same flow. */
+ * `flush`, whose slot is its own but would wrap its 32-bit byte count or holds an earlier
+ * window of the agent's: the slot is then retired (its counts added to the table) and
+ * taken afresh for the same flow. */
 static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *p, __u32 retrans,
 			    __u32 flush)
 {
@@ -133,15 +145,19 @@ static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *
 		return 0;
 	}
 	/* What the slot held: the flow's counts and its session's, for the tables below. */
+	struct nd_flow_stats *old = value_room(ND_ROOM_RETIRED);
+
+	if (!old) /* never: the array has this entry on every CPU */
+		return 0;
 	struct nd_flow_key old_key = s->key;
-	struct nd_flow_stats old;
 	struct nd_wg_key wk;
 	__u32 old_used = s->used;
+	__u32 old_window = s->window;
 	struct nd_wg_rx *wv = wg_slot_session(s, &wk);
 	__u64 now = nd_now_ns();
 	__u32 gen = s->gen_end + 1;
 
-	slot_counts(s, &old);
+	slot_counts(s, old);
 
 	/* Retire and take the slot under its sequence lock: gen_end, contents, gen_begin. The
 	 * old counts reach the table only after (the locked adds below are ordered after these
@@ -172,11 +188,12 @@ static __noinline int nd_flow_miss(struct nd_flow_slot *s, const struct nd_pkt *
 	s->tcp_flags = p->is_tcp ? p->tcp_flags : 0;
 	s->encap = p->encap;
 	s->used = 1;
+	s->window = window_now();
 	barrier();
 	s->gen_begin = gen;
 
 	if (old_used)
-		table_merge(&old_key, &old);
+		table_merge(&old_key, old, old_window);
 	if (wv)
 		wg_table_merge(&wk, wv);
 	if (wg_data)
@@ -245,6 +262,12 @@ static __always_inline void flow_record(struct nd_pkt *p)
 	 * read `used`, in the slot's second cache line. */
 	if (unlikely(!s || !key_eq(&s->key, &p->key))) {
 		nd_flow_miss(s, p, retrans, 0);
+		return;
+	}
+	/* The first packet of a tick checks the agent's window: a slot holds one window's counts
+	 * (flow_window.bpf.h), so a later window's first packet flushes the earlier's. */
+	if (unlikely(s->last_j != p->now_j) && slot_window_moved(s)) {
+		nd_flow_miss(s, p, retrans, 1);
 		return;
 	}
 	/* Hit: only this CPU writes the slot, so plain additions are exact. Counts are 32-bit

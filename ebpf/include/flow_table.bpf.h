@@ -18,6 +18,7 @@
 
 #include "packet.h"
 #include "compat.bpf.h"
+#include "flow_window.bpf.h"
 
 /* Per-CPU LRU lists: no global lock on the insert path, and old flows age out by
  * themselves when the table is full. ND_MAX_FLOWS is the size this object declares; the
@@ -40,6 +41,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } flow_inserts SEC(".maps");
+
+/* Where a value is built before it is written to `flows`: two of them (152 bytes each) do
+ * not fit beside the flow record's other locals in BPF's 512-byte stack. Per CPU: [0] a new
+ * entry (table_get), [1] a retired cache slot's counts (nd_flow_miss). */
+enum { ND_ROOM_NEW = 0, ND_ROOM_RETIRED = 1 };
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct nd_flow_stats);
+} flow_scratch SEC(".maps");
+
+static __always_inline struct nd_flow_stats *value_room(__u32 which)
+{
+	return bpf_map_lookup_elem(&flow_scratch, &which);
+}
 
 /* Creates the flow's entry (BPF_NOEXIST) and counts the insert; returns the update's
  * result (non-zero when another CPU created it first). */
@@ -131,11 +148,14 @@ static __always_inline struct nd_flow_stats *table_get(const struct nd_flow_key 
 
 	if (fs)
 		return fs;
-	struct nd_flow_stats init = {};
+	struct nd_flow_stats *init = value_room(ND_ROOM_NEW);
 
-	init.first_ns = now;
-	init.last_ns = now;
-	table_insert(key, &init);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	init->first_ns = now;
+	init->last_ns = now;
+	table_insert(key, init);
 	return bpf_map_lookup_elem(&flows, key);
 }
 
@@ -168,6 +188,17 @@ static __always_inline void table_add(const struct nd_pkt *p, __u32 retrans)
 		fs->tcp_flags |= p->tcp_flags;
 		if (p->syn_mss)
 			fs->syn_mss = p->syn_mss;
+	}
+	struct nd_flow_win *w = win_of(fs, window_now());
+
+	if (w) {
+		__sync_fetch_and_add(&w->packets, 1);
+		__sync_fetch_and_add(&w->segs, p->segs);
+		__sync_fetch_and_add(&w->bytes, p->len);
+		if (retrans)
+			__sync_fetch_and_add(&w->retrans_segs, retrans);
+		if (p->wg_msg >= 0 && p->wg_msg < ND_WG_MSG_TYPES)
+			__sync_fetch_and_add(&w->wg_msgs[p->wg_msg], 1);
 	}
 }
 

@@ -143,6 +143,21 @@ struct nd_flow_key {
 	__u16 dport;
 };
 
+/* What a flow carried in one of the agent's windows, numbered by `nd_window`
+ * (flow_window.bpf.h): the agent takes a window's counts from here instead of subtracting
+ * two readings of the table, so it keeps nothing per flow between windows. A flow holds the
+ * window its latest packets fall in and the one before, by the number's parity, so that the
+ * agent can read the window it just closed while packets already count in the next. 40
+ * bytes. */
+struct nd_flow_win {
+	__u32 window;       /* the window these count; 0: none */
+	__u32 packets;
+	__u64 bytes;
+	__u32 segs;
+	__u32 retrans_segs;
+	__u32 wg_msgs[ND_WG_MSG_TYPES];
+};
+
 struct nd_flow_stats {
 	__u64 packets;
 	__u64 segs;
@@ -158,6 +173,9 @@ struct nd_flow_stats {
 	__u8 encap;     /* enum nd_encap, for underlay flows */
 	__u8 seq_valid;
 	__u8 pad;
+	/* The windows (flow_window.bpf.h): [n & 1] holds window n. Zero while the agent does
+	 * not number windows (diagnose, `netdoctor flows` read the totals above). */
+	struct nd_flow_win win[2];
 };
 
 /* What one CPU counted of a WireGuard session's transport-data messages (wg_path.bpf.h), in a
@@ -204,7 +222,8 @@ struct nd_flow_slot {
 	__u32 used;         /* 0: empty slot */
 	__u32 gen_begin;
 	__u32 gen_end;
-	__u32 pad[7];
+	__u32 window;       /* the agent's window its counts fall in (flow_window.bpf.h) */
+	__u32 pad[6];
 	/* Third line: WireGuard messages only. */
 	__u32 wg_msgs[ND_WG_MSG_TYPES];
 	__u32 wg_index;     /* the session in `wg` (valid when wg.packets) */

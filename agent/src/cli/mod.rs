@@ -334,7 +334,7 @@ pub struct DataplaneArgs {
     #[arg(long = "tunnel-port", value_name = "PORT=KIND", value_parser = parse_tunnel_port)]
     pub tunnel_ports: Vec<TunnelPort>,
     /// Flows the flow table holds, 1024 to 16777216 [default: 65536, the largest power of
-    /// two within 16 MiB]. Each takes 184 bytes of kernel memory; when the table is full
+    /// two within 24 MiB]. Each takes 264 bytes of kernel memory; when the table is full
     /// the least recently used flow is evicted, and evictions are counted and reported.
     #[arg(long, value_name = "N", value_parser = parse_max_flows, env = "NETDOCTOR_MAX_FLOWS")]
     pub max_flows: Option<u32>,

@@ -167,8 +167,8 @@ pub struct Health {
 pub struct View {
     /// Every interface of the namespace, by name.
     pub interfaces: BTreeMap<String, IfaceView>,
-    /// The flow table (cumulative per flow) as the last window read it: the monitor's
-    /// reading itself, shared, not a copy (a table may hold a million flows).
+    /// The flows with packets in the last window, counted over it (the data plane's
+    /// windows): the monitor's window itself, shared, not a copy.
     pub flows: Arc<Vec<Flow>>,
     /// Names of the interfaces watched at that reading, by index. Flows of others (a
     /// deleted interface's wait in the LRU table until evicted) are not served.

@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 pub use crate::kernel::bpf::packet::types::{
-    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_iface_dir, nd_local_addrs,
-    nd_ptb_key, nd_ptb_stats, nd_wg_ctr, nd_wg_hs, nd_wg_key, nd_wg_rx,
+    nd_dir_stats, nd_flow_key, nd_flow_slot, nd_flow_stats, nd_flow_win, nd_iface_dir,
+    nd_local_addrs, nd_ptb_key, nd_ptb_stats, nd_wg_ctr, nd_wg_hs, nd_wg_key, nd_wg_rx,
 };
 
 // SAFETY (all impls below): each type is a `#[repr(C)]` struct generated from

@@ -15,9 +15,9 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use libbpf_rs::libbpf_sys;
+use libbpf_rs::{libbpf_sys, MapCore};
 use netdoctor_lab::agent::Agent;
-use netdoctor_lab::bpf::{prog_info, query, test_run};
+use netdoctor_lab::bpf::{maps, prog_info, query, test_run};
 use netdoctor_lab::proc_usage::{proc_cpu_ticks, proc_status};
 use netdoctor_lab::{lab_guard, PairTopology};
 
@@ -60,6 +60,17 @@ fn send(pair: &PairTopology, flows: u32, every: usize) -> Result<()> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let ctx = test_run::skb_ctx_on(ifindex);
         crate::flow_table_scale::send(prog.as_raw_fd(), flows, cpus, every, Some(&ctx))
+    })?
+}
+
+/// The entries of the agent's flow table (the map `flows` of its tc program), counted one
+/// key at a time from this process.
+fn table_entries(pair: &PairTopology) -> Result<u64> {
+    pair.a.run_in(|| -> Result<u64> {
+        let (prog, _) = agents_ingress()?;
+        let maps = maps::program_maps(prog.as_raw_fd())?;
+        let flows = maps.get("flows").context("the agent's flows map")?;
+        Ok(flows.keys().count() as u64)
     })?
 }
 
@@ -123,16 +134,14 @@ fn one_size(flows: u32) -> Result<()> {
     let fill = Instant::now();
     send(&pair, flows, 1)?;
     let fill_s = fill.elapsed().as_secs_f64();
-    // Let the agent read the full table before the phases.
+    // Let the agent close the windows of the fill before the phases.
     std::thread::sleep(INTERVAL * 2);
-    let page = agent.get("/api/v1/flows?limit=1")?;
-    let entries = page.json["total"].as_u64().unwrap_or(0);
+    let entries = table_entries(&pair)?;
     ensure!(
         entries >= u64::from(flows) * 9 / 10,
-        "the agent serves {entries} flows of {flows} sent: {}",
-        page.text
+        "the agent's flow table holds {entries} flows of {flows} sent"
     );
-    println!("{flows:>8} flows: filled in {fill_s:.1} s, the agent serves {entries} flows");
+    println!("{flows:>8} flows: filled in {fill_s:.1} s, the agent's table holds {entries}");
     phase(&agent, "idle", flows, || Ok(()))?;
     phase(&agent, "10 % active", flows, || send(&pair, flows, 10))?;
     Ok(())

@@ -52,8 +52,8 @@ async fn flows(
     let p = Params::parse(query.as_deref(), &["interface", "limit", "offset"])?;
     let (limit, offset) = p.page()?;
     let only = p.text("interface");
-    // The reading is shared (an Arc): take it and let the view's lock go before sorting
-    // what may be a million flows.
+    // The window's flows are shared (an Arc): take them and let the view's lock go before
+    // sorting what may be a million flows.
     let (flows, names) = {
         let view = state.shared.view();
         (view.flows.clone(), view.flow_interfaces.clone())

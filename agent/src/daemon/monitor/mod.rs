@@ -159,12 +159,13 @@ impl<'obj> Monitor<'obj> {
         })
     }
 
-    /// What the data plane counted so far (nothing without one).
-    fn dp_snapshot(&self) -> crate::kernel::Result<packet::Snapshot> {
+    /// What the data plane counted so far, with the flows of the window it closes (nothing
+    /// without a data plane; the first call begins the windows).
+    fn dp_snapshot(&mut self) -> crate::kernel::Result<packet::Snapshot> {
         Ok(self
             .dp
-            .as_ref()
-            .map(Dataplane::snapshot)
+            .as_mut()
+            .map(Dataplane::window_snapshot)
             .transpose()?
             .unwrap_or_default())
     }

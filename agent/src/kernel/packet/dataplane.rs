@@ -76,11 +76,7 @@ impl<'obj> Dataplane<'obj> {
             )))
         })?;
         rodata.stages_only = u32::from(options.stages_only);
-        let bss = open.maps.bss_data.as_deref_mut().ok_or_else(|| {
-            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
-                "packet.bpf.c has no .bss",
-            )))
-        })?;
+        let bss = open.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
         for (i, tp) in options.tunnel_ports.iter().enumerate() {
             bss.user_port_encap[i] = tp.encap as u8;
             bss.user_ports[i] = tp.port;
@@ -145,11 +141,7 @@ impl<'obj> Dataplane<'obj> {
     /// running). Returns false if the port is known already; fails when all
     /// [`MAX_TUNNEL_PORTS`] slots are taken.
     pub fn add_tunnel_port(&mut self, tp: TunnelPort) -> Result<bool> {
-        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(|| {
-            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
-                "packet.bpf.c has no .bss",
-            )))
-        })?;
+        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
         if bss.user_ports.contains(&tp.port) {
             return Ok(false);
         }
@@ -341,4 +333,11 @@ impl<'obj> Dataplane<'obj> {
     pub fn wg_handshakes(&self) -> Result<Vec<wg_path::WgHandshake>> {
         wg_path::handshakes(&self.skel.maps.wg_hs)
     }
+}
+
+/// The error of a skeleton without its `.bss` (the programs' settings the agent writes).
+pub(super) fn no_bss() -> Error {
+    Error::Load(libbpf_rs::Error::from(std::io::Error::other(
+        "packet.bpf.c has no .bss",
+    )))
 }

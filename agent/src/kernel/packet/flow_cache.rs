@@ -88,6 +88,18 @@ impl SlotView {
         (0..self.slots.entries()).map(|i| self.copy(i)).collect()
     }
 
+    /// [`SlotView::copy_all`]; with `window`, a slot holding another of the agent's windows
+    /// reads as unused (`ebpf/include/flow_window.bpf.h`: a slot holds one window's counts).
+    fn copy_all_of(&self, window: Option<u32>) -> Vec<SlotCopy> {
+        let mut all = self.copy_all();
+        if let Some(n) = window {
+            for s in all.iter_mut().flatten().filter(|s| s.window != n) {
+                s.used = 0;
+            }
+        }
+        all
+    }
+
     /// Every slot in use, with its CPU and its index within that CPU's slots.
     pub(crate) fn used(&self) -> Vec<(u32, u32, nd_flow_key, nd_flow_stats)> {
         (0..self.slots.entries())
@@ -168,19 +180,21 @@ fn quick_hash(bytes: &[u8]) -> usize {
 }
 
 /// Every flow, converted by `convert` as the table streams by: the table's entries (each
-/// handed to the callback `read_table` is given) plus the cached slots. Only the entries
-/// whose flow holds a slot are kept as they are until the slots' second copy is taken;
-/// every other entry is converted at once, so the table is never held twice. `hint`: the
+/// handed to the callback `read_table` is given) plus the cached slots (with `window`, only
+/// those holding that window of the agent's). Only the entries whose flow holds a slot are
+/// kept as they are until the slots' second copy is taken; every other entry is converted
+/// at once, so the table is never held twice, and kept if `convert` gives it. `hint`: the
 /// entries expected (the output's capacity). Returns the flows and the table's entries.
 pub(crate) fn merged_flows<T>(
     view: &SlotView,
     hint: usize,
+    window: Option<u32>,
     read_table: impl Fn(&mut dyn FnMut(&nd_flow_key, &nd_flow_stats)) -> Result<()>,
-    convert: impl Fn(&nd_flow_key, &nd_flow_stats) -> T,
+    convert: impl Fn(&nd_flow_key, &nd_flow_stats) -> Option<T>,
 ) -> Result<(Vec<T>, u64)> {
     let mut attempt = 1;
     loop {
-        let before = view.copy_all();
+        let before = view.copy_all_of(window);
         let cached = CachedKeys::new(before.iter().flatten());
         let mut out = Vec::with_capacity(hint + cached.keys.len());
         let mut held = Vec::new();
@@ -190,10 +204,10 @@ pub(crate) fn merged_flows<T>(
             if cached.contains(k) {
                 held.push((*k, *v));
             } else {
-                out.push(convert(k, v));
+                out.extend(convert(k, v));
             }
         })?;
-        let after = view.copy_all();
+        let after = view.copy_all_of(window);
         let quiet = settled(&before, &after);
         if attempt == ATTEMPTS || quiet {
             if attempt > 1 {
@@ -201,7 +215,7 @@ pub(crate) fn merged_flows<T>(
             }
             // A slot that kept its generation holds the same flow in both copies.
             let merged = merge(held, unmoved(&before, &after));
-            out.extend(merged.iter().map(|(k, v)| convert(k, v)));
+            out.extend(merged.iter().filter_map(|(k, v)| convert(k, v)));
             return Ok((out, entries));
         }
         attempt += 1;

@@ -17,17 +17,17 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::kernel::error::{Error, Result};
 
 /// Kernel memory of one flow-table entry, bytes: the LRU hash element (its header with the
-/// LRU node, 48 bytes; the 44-byte key rounded to 48; the 72-byte value) is 168 bytes, plus
-/// one 16-byte hash bucket per entry when the size is a power of two (the kernel rounds
-/// the buckets up to one). The kernel's own accounting (`memlock` in the map's fdinfo) says
-/// the same on 6.18: 12,059,520 bytes for 65,536 entries, 192,938,880 for 1,048,576.
-pub const BYTES_PER_FLOW: u64 = 184;
+/// LRU node, 48 bytes; the 44-byte key rounded to 48; the 152-byte value: 72 of totals and
+/// two 40-byte windows, `ebpf/include/flow_window.bpf.h`) is 248 bytes, plus one 16-byte
+/// hash bucket per entry when the size is a power of two (the kernel rounds the buckets up to
+/// one). The kernel's own accounting (`memlock` in the map's fdinfo) says the same on 6.18.
+pub const BYTES_PER_FLOW: u64 = 264;
 
 /// Kernel memory the flow table may take by default.
-pub const FLOW_MEMORY_BUDGET: u64 = 16 << 20;
+pub const FLOW_MEMORY_BUDGET: u64 = 24 << 20;
 
 /// The default table size: the largest power of two whose entries fit
-/// [`FLOW_MEMORY_BUDGET`] (65,536 flows, 11.5 MiB). Powers of two waste no hash buckets.
+/// [`FLOW_MEMORY_BUDGET`] (65,536 flows, 16.5 MiB). Powers of two waste no hash buckets.
 pub const DEFAULT_MAX_FLOWS: u32 = largest_power_of_two_within(FLOW_MEMORY_BUDGET / BYTES_PER_FLOW);
 
 /// Smallest table accepted: below it a handful of busy hosts would evict constantly.

@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::kernel::views::{addr, nd_flow_key, nd_flow_stats, Clocks, Direction, Encap};
+use crate::kernel::views::{
+    addr, nd_flow_key, nd_flow_stats, nd_flow_win, Clocks, Direction, Encap,
+};
 
 /// WireGuard messages seen on an underlay flow, by type.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -169,6 +171,26 @@ pub fn top_by_bytes(mut flows: Vec<Flow>, n: usize) -> Vec<Flow> {
     });
     flows.truncate(n);
     flows
+}
+
+/// A table value as window `n` saw it: its counts those of the window (zero if it carried
+/// nothing in it), the rest (first and last seen, flags, MSS, largest segment) as it is.
+pub(super) fn value_in_window(v: &nd_flow_stats, n: u32) -> nd_flow_stats {
+    let w = v
+        .win
+        .iter()
+        .find(|w| w.window == n)
+        .copied()
+        .unwrap_or_default();
+    nd_flow_stats {
+        packets: u64::from(w.packets),
+        segs: u64::from(w.segs),
+        bytes: w.bytes,
+        retrans_segs: w.retrans_segs,
+        wg_msgs: w.wg_msgs,
+        win: [nd_flow_win::default(); 2],
+        ..*v
+    }
 }
 
 /// A flow for tests: `bytes` in one packet-sized lump per 1000 bytes, UDP, no encapsulation.

@@ -57,19 +57,42 @@ impl Dataplane<'_> {
     /// [`Dataplane::flows_and_table`] and the clocks its timestamps were converted with,
     /// read before the table.
     fn read_flows(&self) -> Result<(Vec<Flow>, FlowTableUse, Clocks)> {
+        self.read_flows_in(None)
+    }
+
+    /// Every flow with its totals, or with `window`, the flows with packets in that window of
+    /// the agent's with what they carried in it (`window`'s notes); the table's use, and the
+    /// clocks read before the table.
+    pub(super) fn read_flows_in(
+        &self,
+        window: Option<u32>,
+    ) -> Result<(Vec<Flow>, FlowTableUse, Clocks)> {
         // The insert count first: see flow_table's notes.
         let inserts = flow_table::inserts(&self.skel.maps.flow_inserts)?;
         let capacity = self.flow_table_capacity() as u64;
-        // The table holds at most what was ever inserted, and at most its capacity.
-        let hint = usize::try_from(inserts.min(capacity)).unwrap_or(0);
+        // The table holds at most what was ever inserted, and at most its capacity; a
+        // window's flows are those active in it, and grow as they come.
+        let hint = match window {
+            None => usize::try_from(inserts.min(capacity)).unwrap_or(0),
+            Some(_) => 0,
+        };
         let clocks = Clocks::now();
         let (flows, entries) = flow_cache::merged_flows(
             &self.flow_cache,
             hint,
+            window,
             |entry| {
-                for_each_entry::<nd_flow_key, nd_flow_stats>(&self.skel.maps.flows, "flows", entry)
+                let mut each = |k: &nd_flow_key, v: &nd_flow_stats| match window {
+                    None => entry(k, v),
+                    Some(n) => entry(k, &super::flows::value_in_window(v, n)),
+                };
+                for_each_entry::<nd_flow_key, nd_flow_stats>(
+                    &self.skel.maps.flows,
+                    "flows",
+                    &mut each,
+                )
             },
-            |k, v| Flow::from_raw_at(k, v, &clocks),
+            |k, v| (window.is_none() || v.packets > 0).then(|| Flow::from_raw_at(k, v, &clocks)),
         )?;
         let table = flow_table::table_use(&self.evictions_seen, capacity, inserts, entries);
         Ok((flows, table, clocks))
@@ -88,6 +111,17 @@ impl Dataplane<'_> {
 
     /// Counters of every watched interface and every flow, now.
     pub fn snapshot(&self) -> Result<Snapshot> {
+        let flows = self.read_flows()?;
+        self.snapshot_with(flows, false)
+    }
+
+    /// A snapshot of the counters now, with `flows` read just before (`window`: they are
+    /// a window's already).
+    pub(super) fn snapshot_with(
+        &self,
+        (flows, flow_table, clocks): (Vec<Flow>, FlowTableUse, Clocks),
+        window: bool,
+    ) -> Result<Snapshot> {
         let indexes: Vec<u32> = self.slots().keys().copied().collect();
         let mut counters = HashMap::with_capacity(indexes.len());
         for index in indexes {
@@ -95,11 +129,11 @@ impl Dataplane<'_> {
                 counters.insert(index, c);
             }
         }
-        let (flows, flow_table, clocks) = self.read_flows()?;
         Ok(Snapshot {
             counters,
             flows: Arc::new(flows),
             flows_clocks: Some(clocks),
+            flows_window: window,
             flow_table,
             wg_sessions: self.wg_sessions()?,
             wg_handshakes: self.wg_handshakes()?,
@@ -142,6 +176,9 @@ pub struct Snapshot {
     /// The clocks the flows' timestamps were converted with, read as the reading of the
     /// table began (`None`: not read from a data plane).
     pub(crate) flows_clocks: Option<Clocks>,
+    /// The flows are a window of the agent's already, counted over it by the data plane
+    /// ([`Dataplane::window_snapshot`]), not totals.
+    pub(crate) flows_window: bool,
     /// The flow table's size, entries and evictions (in a window: evictions during it).
     pub flow_table: FlowTableUse,
     /// WireGuard sessions the underlays received (in a window: those with messages in it,

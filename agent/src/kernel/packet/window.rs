@@ -1,17 +1,65 @@
-//! A window: what the data plane counted between two readings ([`Snapshot::since`]).
+//! A window: what the data plane counted between two readings ([`Snapshot::since`]), and
+//! the agent's windows, which the data plane counts itself ([`Dataplane::window_snapshot`]).
 //!
 //! The table holds every flow until the LRU evicts it, at most `--max-flows` (a million on
-//! a busy gateway), and most of them idle in any one window. A window compares only the
-//! flows seen since the earlier reading began (their last packet's time) with that reading,
-//! so its work and memory follow the flows active in it, not the table's size (issue 34):
-//! a reading of a million flows of which a thousand moved builds a map of a thousand keys.
+//! a busy gateway), and most of them idle in any one window (issue 34).
+//! - Two readings (diagnose): a window compares only the flows seen since the earlier
+//!   reading began (their last packet's time) with that reading, so its work follows the
+//!   flows active in it: a reading of a million flows of which a thousand moved builds a map
+//!   of a thousand keys. Both readings are held while it is taken.
+//! - The agent numbers its windows and the data plane counts each flow's packets per window
+//!   (`ebpf/include/flow_window.bpf.h`): closing one streams the table and keeps only the
+//!   flows with packets in it, already counted over it, so the agent holds nothing per flow
+//!   between windows and its memory follows the active flows, not the table.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::dataplane::{no_bss, Dataplane};
+use super::flow_table::FlowTableUse;
 use super::flows::{Flow, FlowKey};
 use super::snapshot::Snapshot;
 use super::wg_path::WgSession;
+use crate::kernel::error::Result;
+use crate::kernel::views::Clocks;
+
+/// Longer than a tick of the kernel's clock (10 ms at HZ 100, the slowest): a cache slot
+/// checks the window on the first packet of a tick, so only packets of the tick in which a
+/// window closed can still count in it (as can a program that read the number just before):
+/// after `GRACE` the closed window's counts are final, and a read misses none of them.
+const GRACE: Duration = Duration::from_millis(20);
+
+impl Dataplane<'_> {
+    /// Counters now, and what every flow carried since the previous call: the first call
+    /// begins numbering windows (the data plane counts each flow's packets per window from
+    /// then on) and returns no flows.
+    pub fn window_snapshot(&mut self) -> Result<Snapshot> {
+        let closing = self.window_number()?;
+        self.set_window_number(closing.wrapping_add(1).max(1))?;
+        let flows = if closing == 0 {
+            (Vec::new(), FlowTableUse::default(), Clocks::now())
+        } else {
+            std::thread::sleep(GRACE);
+            self.read_flows_in(Some(closing))?
+        };
+        self.snapshot_with(flows, true)
+    }
+
+    /// The agent's current window (`nd_window`; 0: not numbered).
+    fn window_number(&self) -> Result<u32> {
+        let bss = self.skel.maps.bss_data.as_deref().ok_or_else(no_bss)?;
+        // SAFETY: a valid, aligned `u32` of the mapped .bss, which only this process writes.
+        Ok(unsafe { std::ptr::read_volatile(&bss.nd_window) })
+    }
+
+    fn set_window_number(&mut self, n: u32) -> Result<()> {
+        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
+        // SAFETY: a valid, aligned `u32` of the mapped .bss; the programs only read it.
+        unsafe { std::ptr::write_volatile(&mut bss.nd_window, n) };
+        Ok(())
+    }
+}
 
 /// How long before the earlier reading began a flow's last packet may appear to have come
 /// and the flow still carry packets in the window: the programs stamp packets with the
@@ -41,8 +89,13 @@ impl Snapshot {
                     (*i, d)
                 })
                 .collect(),
-            flows: Arc::new(self.window_flows(earlier)),
+            flows: if self.flows_window {
+                self.flows.clone()
+            } else {
+                Arc::new(self.window_flows(earlier))
+            },
             flows_clocks: self.flows_clocks,
+            flows_window: self.flows_window,
             flow_table: self.flow_table.since(&earlier.flow_table),
             wg_sessions: self
                 .wg_sessions

@@ -122,3 +122,37 @@ fn a_window_against_a_smaller_earlier_reading_matches_by_key() {
     let packets: Vec<u64> = window.flows.iter().map(|f| f.packets).collect();
     assert_eq!(&packets[..4], &[4, 4, 4, 9]);
 }
+
+/// A table value read for window `n` gives the counts of the window its parity holds when
+/// that is `n`, none otherwise, and everything else as it is.
+#[test]
+fn a_value_in_a_window_counts_only_that_window() {
+    use super::super::flows::value_in_window;
+    use crate::kernel::views::{nd_flow_stats, nd_flow_win};
+
+    let win = |window, packets| nd_flow_win {
+        window,
+        packets,
+        bytes: u64::from(packets) * 100,
+        segs: packets * 2,
+        retrans_segs: 1,
+        wg_msgs: [0, 0, 0, packets],
+    };
+    let v = nd_flow_stats {
+        packets: 50,
+        bytes: 5000,
+        first_ns: 7,
+        last_ns: 9,
+        syn_mss: 1460,
+        win: [win(4, 3), win(5, 8)],
+        ..Default::default()
+    };
+    let w5 = value_in_window(&v, 5);
+    assert_eq!((w5.packets, w5.bytes, w5.segs), (8, 800, 16));
+    assert_eq!((w5.retrans_segs, w5.wg_msgs), (1, [0, 0, 0, 8]));
+    assert_eq!((w5.first_ns, w5.last_ns, w5.syn_mss), (7, 9, 1460));
+    assert_eq!(value_in_window(&v, 4).packets, 3);
+    // Window 6 is at the parity of 4, which holds an older window: nothing in 6.
+    let w6 = value_in_window(&v, 6);
+    assert_eq!((w6.packets, w6.bytes, w6.wg_msgs), (0, 0, [0; 4]));
+}

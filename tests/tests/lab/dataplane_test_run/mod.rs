@@ -35,3 +35,4 @@ mod random_vs_model;
 mod tcp_sizes;
 mod verifier;
 mod wg_path;
+mod windows;

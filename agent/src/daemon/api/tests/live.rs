@@ -55,7 +55,7 @@ async fn sockets_carry_their_limit_share_and_ceiling() {
     assert_eq!(items[1]["ceiling_bps"], -1.0);
 }
 
-/// `/api/v1/flows`: the reading's flows of watched interfaces, largest first, each page
+/// `/api/v1/flows`: the window's flows of watched interfaces, largest first, each page
 /// with its interface's name; a deleted interface's flows (still in the table) are not
 /// served.
 #[tokio::test]

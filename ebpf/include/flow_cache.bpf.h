@@ -89,8 +89,11 @@ static __always_inline void table_merge(const struct nd_flow_key *key,
 
 	if (!fs) {
 		win_init(old, window);
-		if (table_insert(key, old) == 0)
+		if (table_insert(key, old) == 0) {
+			if (window)
+				active_push(key, window);
 			return;
+		}
 		__builtin_memset(old->win, 0, sizeof(old->win));
 		fs = bpf_map_lookup_elem(&flows, key); /* another CPU created it meanwhile */
 		if (!fs)
@@ -114,7 +117,7 @@ static __always_inline void table_merge(const struct nd_flow_key *key,
 	fs->tcp_flags |= old->tcp_flags;
 	if (old->encap)
 		fs->encap = old->encap;
-	win_merge(fs, window, old);
+	win_merge(key, fs, window, old);
 }
 
 /* Whether the agent's window moved on since the slot's counts began. */

@@ -189,7 +189,7 @@ static __always_inline void table_add(const struct nd_pkt *p, __u32 retrans)
 		if (p->syn_mss)
 			fs->syn_mss = p->syn_mss;
 	}
-	struct nd_flow_win *w = win_of(fs, window_now());
+	struct nd_flow_win *w = win_of(&p->key, fs, window_now());
 
 	if (w) {
 		__sync_fetch_and_add(&w->packets, 1);

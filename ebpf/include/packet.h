@@ -158,6 +158,13 @@ struct nd_flow_win {
 	__u32 wg_msgs[ND_WG_MSG_TYPES];
 };
 
+/* A flow whose counts of the agent's window `window` began (flow_window.bpf.h): a record of
+ * the ring `flow_active`, which tells the agent what to read when it closes the window. */
+struct nd_flow_active {
+	struct nd_flow_key key;
+	__u32 window;
+};
+
 struct nd_flow_stats {
 	__u64 packets;
 	__u64 segs;

@@ -134,8 +134,10 @@ async fn spawn_monitor(
                         &mut drop_storage,
                         &mut notes,
                     );
-                    let dataplane =
+                    let mut dataplane =
                         crate::diagnose::signals::with_sockets(dataplane, sockets.as_ref());
+                    // The monitor closes a window every interval.
+                    dataplane.windows = true;
                     let dp = match Dataplane::load(&mut dp_storage, dataplane) {
                         Ok(dp) => Some(dp),
                         Err(e) => {

@@ -98,6 +98,7 @@ impl Monitor<'_> {
         self.prev_host_cpu = host_cpu_now;
 
         self.prune_when_due(now);
+        release_freed_memory();
         self.shared.ready.store(true, Ordering::Release);
         if new_underlays {
             self.reconcile().await;
@@ -329,5 +330,17 @@ impl Monitor<'_> {
         if self.shared.store.insert_sample(&sample).is_err() {
             tracing::debug!(iface = %me.name, "sample not kept");
         }
+    }
+}
+
+/// Hands the memory freed by the window back to the system. A window of many active flows
+/// (a million, when a gateway's table fills at once) allocates its flows in large blocks;
+/// glibc keeps the freed ones for reuse, so the agent would stay at that window's size
+/// while later windows hold a fraction of it.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of the allocator's own to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

@@ -47,6 +47,8 @@ pub struct Dataplane<'obj> {
     /// The largest eviction count read so far (readings never go backwards).
     pub(super) evictions_seen: std::sync::atomic::AtomicU64,
     pub(super) options: Options,
+    /// What closing the agent's windows remembers between them.
+    pub(super) window_state: super::window_ring::WindowState,
 }
 
 impl std::fmt::Debug for Dataplane<'_> {
@@ -108,6 +110,10 @@ impl<'obj> Dataplane<'obj> {
             .set_max_entries(max_flows)
             .map_err(Error::from_load)?;
         per_cpu(&mut open.maps.iface_stats, MAX_IFACES as u32 * 2)?;
+        open.maps
+            .flow_active
+            .set_max_entries(super::window_ring::active_ring_bytes(&options))
+            .map_err(Error::from_load)?;
         // The XDP program is verified only when something will run it: tc counts received
         // packets otherwise (and stands in when XDP is taken, so it is always loaded).
         let xdp = options.load_all_programs || options.ingress == IngressHook::Xdp;
@@ -132,6 +138,7 @@ impl<'obj> Dataplane<'obj> {
             flow_cache,
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
+            window_state: Default::default(),
         };
         dp.refresh_local_addrs();
         Ok(dp)

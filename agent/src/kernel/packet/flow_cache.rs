@@ -100,6 +100,16 @@ impl SlotView {
         all
     }
 
+    /// The flows of the slots holding counts of the agent's window `n`.
+    pub(crate) fn keys_in_window(&self, n: u32) -> Vec<nd_flow_key> {
+        self.copy_all_of(Some(n))
+            .into_iter()
+            .flatten()
+            .filter(|s| s.used != 0)
+            .map(|s| s.key)
+            .collect()
+    }
+
     /// Every slot in use, with its CPU and its index within that CPU's slots.
     pub(crate) fn used(&self) -> Vec<(u32, u32, nd_flow_key, nd_flow_stats)> {
         (0..self.slots.entries())

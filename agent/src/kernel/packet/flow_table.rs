@@ -87,6 +87,11 @@ impl FlowTableUse {
 /// Entries the programs created in the table since load (`flow_inserts`), every CPU's
 /// count summed.
 pub(super) fn inserts(map: &impl MapCore) -> Result<u64> {
+    Ok(inserts_per_cpu(map)?.iter().sum())
+}
+
+/// Entries each possible CPU created in the table since load (`flow_inserts`).
+pub(super) fn inserts_per_cpu(map: &impl MapCore) -> Result<Vec<u64>> {
     let per_cpu = map
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         .map_err(|e| Error::Map {
@@ -98,7 +103,7 @@ pub(super) fn inserts(map: &impl MapCore) -> Result<u64> {
         .iter()
         .filter_map(|b| b.get(..8)?.try_into().ok())
         .map(u64::from_ne_bytes)
-        .sum())
+        .collect())
 }
 
 /// The table's use, given its capacity, the insert count read before the table and the

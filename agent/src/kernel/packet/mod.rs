@@ -13,6 +13,7 @@
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints;
 //! - [`wg_path`]: WireGuard sessions received (loss) and handshakes sent (round trips).
 
+mod agent_windows;
 mod attaching;
 pub mod counters;
 pub mod dataplane;
@@ -31,8 +32,10 @@ pub mod too_big;
 pub mod tunnel_traffic;
 pub mod wg_path;
 mod window;
+mod window_ring;
 
 pub use dataplane::{Dataplane, MAX_IFACES, MAX_TUNNEL_PORTS};
 pub use local_tcp::LocalTcp;
 pub use options::{Hooks, IngressHook, LinkType, Options, ProgramKind, Target, TunnelPort};
 pub use snapshot::Snapshot;
+pub use window_ring::{WindowReads, COUNT_EVERY as WINDOW_COUNT_EVERY};

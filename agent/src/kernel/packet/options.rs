@@ -76,6 +76,12 @@ pub struct Options {
     /// Flows the flow table holds (see [`super::flow_table`]); older flows are evicted,
     /// and counted, when it is full.
     pub max_flows: u32,
+    /// The agent's windows will be counted ([`Dataplane::window_snapshot`]): sizes the ring
+    /// that names each window's flows (`agent_windows`). Without, windows still work, read
+    /// by streaming the table.
+    ///
+    /// [`Dataplane::window_snapshot`]: super::Dataplane::window_snapshot
+    pub windows: bool,
     /// How TCP segments of local connections are accounted; the data plane's caller sets
     /// [`LocalTcp::Packets`] where socket telemetry is not loaded.
     pub local_tcp: LocalTcp,
@@ -95,6 +101,7 @@ impl Default for Options {
             tunnel_ports: Vec::new(),
             stages_only: false,
             max_flows: super::flow_table::DEFAULT_MAX_FLOWS,
+            windows: false,
             // The command line's default is `sockets`; a library caller opts in.
             local_tcp: LocalTcp::Packets,
             load_all_programs: true,

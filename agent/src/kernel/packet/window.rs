@@ -41,7 +41,7 @@ impl Dataplane<'_> {
             (Vec::new(), FlowTableUse::default(), Clocks::now())
         } else {
             std::thread::sleep(GRACE);
-            self.read_flows_in(Some(closing))?
+            self.read_window(closing)?
         };
         self.snapshot_with(flows, true)
     }

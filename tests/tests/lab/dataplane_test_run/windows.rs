@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::OpenObject;
-use netdoctor::kernel::packet::{Dataplane, LinkType, Options, ProgramKind};
+use netdoctor::kernel::packet::{
+    Dataplane, LinkType, Options, ProgramKind, WindowReads, WINDOW_COUNT_EVERY as COUNT_EVERY,
+};
 use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder as pkt;
 use netdoctor_lab::packet::random::Rng;
@@ -43,6 +45,9 @@ fn close(dp: &mut Dataplane<'_>) -> Result<Counts> {
     Ok(out)
 }
 
+/// Windows per run.
+const WINDOWS: usize = 12;
+
 /// Longer than ND_SLOT_IDLE_J (4 jiffies) at any HZ: an idle slot may be taken over.
 const IDLE: Duration = Duration::from_millis(60);
 
@@ -53,7 +58,6 @@ const IDLE: Duration = Duration::from_millis(60);
 /// exactly the model's flows and counts, and the totals at the end every packet.
 fn random_windows(dp: &mut Dataplane<'_>, seed: u64, cpus: usize) -> Result<()> {
     const FLOWS: u16 = 1500;
-    const WINDOWS: usize = 12;
     let mut rng = Rng::new(seed);
     let mut totals = Counts::new();
     for window in 1..=WINDOWS {
@@ -112,23 +116,103 @@ fn differences(got: &Counts, want: &Counts) -> Vec<Difference> {
         .collect()
 }
 
-/// Loads a data plane watching the loopback; the first window begins.
-fn windowed(storage: &mut MaybeUninit<OpenObject>) -> Result<Dataplane<'_>> {
-    let mut dp = Dataplane::load(storage, Options::default()).context("load data plane")?;
+/// Loads a data plane watching the loopback (`windows`: with a ring sized for the agent's
+/// windows; without, a page that overflows); the first window begins.
+fn windowed(storage: &mut MaybeUninit<OpenObject>, windows: bool) -> Result<Dataplane<'_>> {
+    let options = Options {
+        windows,
+        ..Options::default()
+    };
+    let mut dp = Dataplane::load(storage, options).context("load data plane")?;
     dp.watch(LO, 1500, LinkType::Ether)?;
     let first = dp.window_snapshot()?;
     ensure!(first.flows.is_empty(), "the first call returns no flows");
     Ok(dp)
 }
 
+/// Both ways of reading a window give the same, exact figures: the flows the ring names (a
+/// ring sized for the windows), and the whole table (a ring that overflows at once).
 #[test]
 fn windows_hold_exactly_what_each_carried() -> Result<()> {
     lab_guard!();
     let cpus = if two_cpus() { 2 } else { 1 };
     for seed in [0x3e1_0001, 0x3e1_0002] {
-        let mut storage = MaybeUninit::uninit();
-        let mut dp = windowed(&mut storage)?;
-        random_windows(&mut dp, seed, cpus)?;
+        for windows in [true, false] {
+            let mut storage = MaybeUninit::uninit();
+            let mut dp = windowed(&mut storage, windows)?;
+            random_windows(&mut dp, seed, cpus)?;
+            let reads = dp.window_reads();
+            println!("seed {seed:#x}, ring sized for windows: {windows}: {reads:?}");
+            if windows {
+                // The table never fills: no window needs it read whole.
+                ensure!(
+                    reads
+                        == WindowReads {
+                            named: WINDOWS as u64,
+                            whole: 0
+                        },
+                    "seed {seed:#x}: {reads:?}"
+                );
+            } else {
+                // A page holds 73 records: the busy windows overflow it.
+                ensure!(
+                    reads.whole > 0,
+                    "seed {seed:#x}: no window overflowed: {reads:?}"
+                );
+            }
+        }
     }
+    Ok(())
+}
+
+/// A table that evicts: a window reports the entries and evictions a count of the whole
+/// table gives, counted at the first window and again once `COUNT_EVERY` windows created
+/// flows since; in between it keeps the last count (which the next count catches up on).
+#[test]
+fn a_full_tables_use_is_counted_every_few_windows() -> Result<()> {
+    lab_guard!();
+    const TABLE: u32 = 1024;
+    let mut storage = MaybeUninit::uninit();
+    let options = Options {
+        windows: true,
+        max_flows: TABLE,
+        ..Options::default()
+    };
+    let mut dp = Dataplane::load(&mut storage, options).context("load data plane")?;
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    dp.window_snapshot()?;
+    // CPU 0's share of the table, and 100 flows more: its LRU list evicts.
+    let share = TABLE / u32::try_from(libbpf_rs::num_possible_cpus()?)?;
+    let mut next_port = 10_000u16;
+    let mut send = |dp: &Dataplane<'_>, flows: u32| -> Result<()> {
+        pin(0)?;
+        for _ in 0..flows {
+            run(dp, ProgramKind::TcEgress, &datagram(next_port, 10).0)?;
+            next_port += 1;
+        }
+        unpin()
+    };
+    send(&dp, share + 100)?;
+    let first = dp.window_snapshot()?.flow_table;
+    let (_, counted) = dp.flows_and_table()?;
+    ensure!(first.evictions >= 100, "{first:?}");
+    ensure!(first == counted, "window {first:?}, table {counted:?}");
+    for window in 2..=COUNT_EVERY + 1 {
+        send(&dp, 10)?;
+        let got = dp.window_snapshot()?.flow_table;
+        let (_, now) = dp.flows_and_table()?;
+        if window <= COUNT_EVERY {
+            ensure!(
+                got == counted,
+                "window {window}: {got:?}, last count {counted:?}"
+            );
+        } else {
+            ensure!(
+                got == now && got.evictions >= counted.evictions + 60,
+                "window {window}: {got:?}, table {now:?}"
+            );
+        }
+    }
+    ensure!(dp.window_reads().whole == 2, "{:?}", dp.window_reads());
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! through `BPF_PROG_TEST_RUN` (an `__sk_buff` naming the veth, from a thread in the
 //! namespace), then two phases of 3 evaluations each: every flow idle, and a packet on 10 %
 //! of the flows every interval. Per phase it prints the agent's peak and current resident
-//! memory (VmHWM, reset at the phase's start; VmRSS) and its CPU time per evaluation.
+//! memory (VmHWM, reset at the phase's start; VmRSS), its CPU time per evaluation, and how
+//! long an evaluation took (its own histogram: the window's read, facts and rules).
 //!
 //! A benchmark, not a test: `NETDOCTOR_BIN=target/release/netdoctor cargo test --release -p
 //! netdoctor-lab --test lab -- --ignored --nocapture agent_scale::` (`ND_FLOWS=a,b` picks
@@ -74,6 +75,22 @@ fn table_entries(pair: &PairTopology) -> Result<u64> {
     })?
 }
 
+/// The agent's evaluations so far: (seconds they took, how many), from its histogram
+/// `netdoctor_evaluation_duration_seconds` (the window's read, facts and rules, wall time).
+fn evaluations(agent: &Agent) -> Result<(f64, f64)> {
+    let metrics = agent.metrics()?;
+    let value = |name: &str| -> Result<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .with_context(|| format!("{name} in /metrics"))
+    };
+    Ok((
+        value("netdoctor_evaluation_duration_seconds_sum ")?,
+        value("netdoctor_evaluation_duration_seconds_count ")?,
+    ))
+}
+
 /// (VmHWM, VmRSS) of `pid`, MB.
 fn memory_mb(pid: u32) -> Result<(f64, f64)> {
     let status = proc_status(pid)?;
@@ -100,6 +117,7 @@ fn phase(
 ) -> Result<()> {
     let pid = agent.pid();
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").context("resetting VmHWM")?;
+    let e0 = evaluations(agent)?;
     let (start, c0) = (Instant::now(), cpu_s(pid)?);
     for n in 1..=EVALUATIONS {
         each()?;
@@ -108,11 +126,15 @@ fn phase(
     }
     let cpu = cpu_s(pid)? - c0;
     let (hwm, rss) = memory_mb(pid)?;
+    let e1 = evaluations(agent)?;
     let per_eval_ms = cpu * 1e3 / f64::from(EVALUATIONS);
+    let wall_ms = (e1.0 - e0.0) * 1e3 / (e1.1 - e0.1).max(1.0);
     println!(
         "{flows:>8} flows, {name:<12}: agent peak RSS {hwm:.1} MB, RSS {rss:.1} MB | CPU {per_eval_ms:.0} ms \
-         per evaluation ({:.2} % of a core at a 10 s interval)",
-        per_eval_ms / 10_000.0 * 100.0
+         per evaluation ({:.2} % of a core at a 10 s interval) | an evaluation {wall_ms:.0} ms \
+         ({:.0} evaluations)",
+        per_eval_ms / 10_000.0 * 100.0,
+        e1.1 - e0.1
     );
     Ok(())
 }

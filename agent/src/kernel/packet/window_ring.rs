@@ -34,15 +34,25 @@ pub(super) fn key_bytes(key: &nd_flow_key) -> KeyBytes {
     out
 }
 
-/// Size of `flow_active`: records for an eighth of the table's flows active in one window,
-/// a power of two from 64 KiB to 16 MiB; 4 KiB (a page, the least) without windows.
+/// Size of `flow_active`. Without windows, a page (the least). A table of up to
+/// [`SMALL_TABLE`] flows gets 64 KiB (1,170 records): a window with more active flows streams
+/// the table instead, which costs tens of milliseconds at that size. A larger table gets
+/// records for an eighth of its flows active in one window, a power of two up to 16 MiB. The
+/// agent maps the ring twice while it reads it, so its size counts twice in its peak memory.
 pub(super) fn active_ring_bytes(options: &Options) -> u32 {
+    const SMALLEST: u64 = 64 << 10;
     if !options.windows {
         return 4096;
     }
+    if options.max_flows <= SMALL_TABLE {
+        return SMALLEST as u32;
+    }
     let want = (u64::from(options.max_flows) / 8 * RECORD_BYTES).next_power_of_two();
-    want.clamp(64 << 10, 16 << 20) as u32
+    want.clamp(SMALLEST, 16 << 20) as u32
 }
+
+/// The largest table whose windows need no more than the smallest ring.
+pub(super) const SMALL_TABLE: u32 = 131_072;
 
 /// What closing windows remembers between them.
 #[derive(Debug, Default)]

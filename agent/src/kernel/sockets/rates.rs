@@ -164,17 +164,21 @@ impl Baseline {
         probes: &SocketProbes<'_>,
         secs: f64,
     ) -> crate::kernel::Result<(Vec<SocketRow>, Baseline)> {
-        let closed = probes.drain_closed()?;
-        let end = probes.snapshot()?;
+        // The snapshot before the close events: a connection closing in between is then
+        // in both (the snapshot's copy is dropped for its final figures), never in neither.
+        let mut end = probes.snapshot()?;
         let retrans_end = probes.retransmits()?;
+        let closed = probes.drain_closed()?;
+        let live = without_closed(&end.sockets, &closed);
         let out = rows(
             &self.sockets,
-            &end.sockets,
+            &live,
             &closed,
             &self.retrans,
             &retrans_end,
             &self.window(probes, end.clock, secs),
         );
+        end.sockets = live;
         Ok((
             out,
             Baseline {
@@ -184,6 +188,16 @@ impl Baseline {
             },
         ))
     }
+}
+
+/// The sockets of `snapshot` that are not among `closed` (by cookie).
+fn without_closed(snapshot: &[Socket], closed: &[ClosedSocket]) -> Vec<Socket> {
+    let gone: std::collections::HashSet<u64> = closed.iter().map(|c| c.socket.cookie).collect();
+    snapshot
+        .iter()
+        .filter(|s| !gone.contains(&s.cookie))
+        .cloned()
+        .collect()
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {

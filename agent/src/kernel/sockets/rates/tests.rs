@@ -67,6 +67,26 @@ fn new_and_closed_connections_count_from_zero() {
     assert_eq!(agg.iter().map(|a| a.sockets).sum::<usize>(), 2);
 }
 
+/// A connection that closes between the window's last snapshot and the drain of close
+/// events is in both: it counts once, with its figures at close.
+#[test]
+fn a_connection_in_the_snapshot_and_closed_counts_once() {
+    let closing = sock(7, "reno", 10, 1, 5000);
+    let closed = [ClosedSocket {
+        socket: sock(7, "reno", 12, 2, 6000),
+        duration_ms: Some(900),
+        closed_from: "fin-wait-1",
+    }];
+    let end = [closing, sock(8, "cubic", 20, 0, 100)];
+    let live = without_closed(&end, &closed);
+    assert_eq!(live.iter().map(|s| s.cookie).collect::<Vec<_>>(), [8]);
+    let rows = rows(&[], &live, &closed, &[], &[], &Window::secs(1.0));
+    let sevens: Vec<_> = rows.iter().filter(|r| r.socket.cookie == 7).collect();
+    assert_eq!(sevens.len(), 1);
+    assert!(sevens[0].closed);
+    assert_eq!(sevens[0].data_segs_sent, 12);
+}
+
 #[test]
 fn a_stalled_connection_keeps_its_interface() {
     let start = [sock(1, "cubic", 10, 1, 100)];

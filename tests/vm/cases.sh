@@ -207,6 +207,12 @@ wait $LONG 2>/dev/null
 sleep 1
 start_case close $A flows $VA --duration 300s --json
 in_a iperf3 -c 10.9.0.2 -p 5202 -t 1 -C reno >"$OUT/close.iperf3" 2>&1
+# Over 5 % loss a FIN can need retransmitting: wait (up to 20 s) until A holds no
+# connection to the port short of time-wait, so the window ends after the close.
+for _ in $(seq 40); do
+    [ -z "$(in_a ss -Htn state connected exclude time-wait '( dport = :5202 )')" ] && break
+    sleep 0.5
+done
 sleep 1
 stop_case close
 unloss

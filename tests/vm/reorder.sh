@@ -1,6 +1,6 @@
 # The kernel lane's reordering cases (sourced by cases.sh with the suite `reorder`; netem and
 # bonding exist only in the guests): one cubic iperf3 upload (paced at 6 Mbit/s so that TCG
-# keeps up) from A to B, A's interface diagnosed for 12 s around its 7 s.
+# keeps up) from A to B, A's interface diagnosed for 8 s in its middle.
 # - reorder_netem: A's veth reorders a quarter of its packets (netem reorder behind a 5 ms
 #   delay), nothing lost: tcp.reordering (DSACKs, reordering events), not
 #   tcp.high_retransmits or tcp.cubic_on_lossy_path.
@@ -21,13 +21,20 @@ for m in 0 1; do
 done
 in_rb iperf3 -s -D -p 5431
 
-# reorder_flow CASE IFACE ADDRESS: diagnoses A's IFACE for 12 s while iperf3 uploads to
-# ADDRESS for 7 s from when netdoctor observes.
+# reorder_flow CASE IFACE ADDRESS: diagnoses A's IFACE for 8 s while iperf3 uploads to
+# ADDRESS. The upload starts before netdoctor and ends after its window, so the window is full
+# of it however long netdoctor takes to load and start_case to notice it observing (under TCG
+# on a busy machine, seconds: an upload started on notice can fall partly outside the window).
 reorder_flow() {
-    start_case $1 $RA diagnose $2 --json --duration 12s --no-probe
-    timeout 60 nsenter --net=/run/netns/$RA iperf3 -c $3 -p 5431 -t 7 -b 6M -C cubic \
-        >"$OUT/$1.iperf3" 2>&1
+    nsenter --net=/run/netns/$RA iperf3 -c $3 -p 5431 -t 300 -b 6M -C cubic \
+        >"$OUT/$1.iperf3" 2>&1 &
+    UPLOAD=$!
+    sleep 1
+    start_case $1 $RA diagnose $2 --json --duration 8s --no-probe
     finish_case $1
+    kill $UPLOAD 2>/dev/null
+    wait $UPLOAD 2>/dev/null
+    sleep 1
 }
 in_ra tc qdisc replace dev ndrva$T root netem delay 5ms reorder 25% 50%
 reorder_flow reorder_netem ndrva$T 10.71.0.2

@@ -35,12 +35,37 @@ fn loss(d: &Diagnosis, min_expected: f64) -> Result<f64> {
     num(p, "underlay_loss_percent")
 }
 
+/// The loss ping saw (percent, from its summary "N packets transmitted, M received"): netem
+/// drops on A's way out only, so every echo request it drops is lost and no reply is.
+fn ping_loss(run: &Run, case: &str) -> Result<f64> {
+    let text = run.text(&format!("{case}.ping"));
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .with_context(|| format!("no ping summary in {case}.ping: {text}"))?;
+    let count = |word: &str| -> Result<f64> {
+        let before = line
+            .split(',')
+            .find(|part| part.contains(word))
+            .and_then(|part| part.split_whitespace().next())
+            .with_context(|| format!("no {word:?} count in {line:?}"))?;
+        Ok(before.parse::<f64>()?)
+    };
+    let (sent, received) = (count("transmitted")?, count("received")?);
+    ensure!(sent > 0.0, "ping sent nothing: {line}");
+    Ok((sent - received) * 100.0 / sent)
+}
+
+/// netem's 5 % is a probability: over the ~1,300 messages of a window the loss it causes
+/// varies by about ±0.6 points (one standard deviation; 6.7 % was seen). The measurement is
+/// held to what was lost (ping's own count, ±1 point), and netem to roughly its 5 %.
 fn lossy(run: &Run) -> Result<()> {
     let d = diagnosis(run, "wgpath_loss")?;
     let measured = loss(&d, 1000.0)?;
+    let lost = ping_loss(run, "wgpath_loss")?;
     ensure!(
-        (measured - 5.0).abs() <= 1.5,
-        "{measured:.2} % underlay loss measured with netem's 5 %:\n{}",
+        (measured - lost).abs() <= 1.0 && (lost - 5.0).abs() <= 3.0,
+        "{measured:.2} % underlay loss measured where ping lost {lost:.2} % (netem 5 %):\n{}",
         d.describe()
     );
     let f = d.all(LOSS);

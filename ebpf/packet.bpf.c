@@ -28,8 +28,11 @@
  * with too_big.bpf.h (ICMP too-big records), then the flow record: flow_table.bpf.h, flow_seq.bpf.h
  * (retransmissions) and flow_cache.bpf.h, whose slot also counts a WireGuard transport-data
  * message into its session (loss: wg_path.bpf.h); then, for WireGuard handshakes, the path's
- * round trips (wg_path.bpf.h). This file holds the settings the agent writes before load,
- * account(), the slow path's scratch entry and global functions, and the entry points.
+ * round trips (wg_path.bpf.h). The agent counts the table's entries with flow_count.bpf.h's
+ * iterator where the kernel keeps the count, and looks active flows up in batches with
+ * flow_lookup.bpf.h's program where the kernel runs it. This file holds the settings the
+ * agent writes before load, account(), the slow path's scratch entry and global functions,
+ * and the entry points.
  *
  * Kernels this must load on (5.10 and later; the kernel lane boots 5.10, 6.1 and 6.12):
  * - global functions take only their context and scalars (pointer arguments need 5.12,
@@ -74,6 +77,8 @@ const volatile __u32 stages_only = 0;
 #include "flow_cache.bpf.h"
 #include "local_tcp.bpf.h"
 #include "wg_path.bpf.h"
+#include "flow_count.bpf.h"
+#include "flow_lookup.bpf.h"
 
 /* The flow record's input from the stages' results; `segs` as account() counted them. */
 static __always_inline void fill_pkt(struct nd_pkt *p, const struct nd_meta *m,

@@ -185,6 +185,15 @@ struct nd_flow_stats {
 	struct nd_flow_win win[2];
 };
 
+/* One flow for the agent's batched table lookup (flow_lookup.bpf.h): the agent writes
+ * `key`, the lookup writes `found` and, when found, `value`. 200 bytes. */
+#define ND_LOOKUP_BATCH 1024
+struct nd_flow_lookup {
+	struct nd_flow_key key;
+	__u32 found;
+	struct nd_flow_stats value;
+};
+
 /* What one CPU counted of a WireGuard session's transport-data messages (wg_path.bpf.h), in a
  * flow cache slot or in the table `wg_rx`. 40 bytes. */
 struct nd_wg_ctr {

@@ -22,6 +22,11 @@ pub fn has_iterator(btf: &Btf<'_>, name: &str) -> bool {
     has_type(btf, &format!("bpf_iter__{name}"))
 }
 
+/// True if the kernel has function `name` in its BTF (a kfunc programs may call).
+pub fn has_kfunc(btf: &Btf<'_>, name: &str) -> bool {
+    has_type(btf, name)
+}
+
 /// Number of arguments of BTF tracepoint `name` (without the leading context pointer),
 /// e.g. to know whether this kernel's tcp_retransmit_skb passes `err`.
 pub fn tracepoint_args(btf: &Btf<'_>, name: &str) -> Option<usize> {

@@ -55,3 +55,23 @@ pub fn xdp_frags() -> bool {
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
     true
 }
+
+/// Whether the kernel runs syscall programs (`BPF_PROG_TYPE_SYSCALL`, Linux 5.14) that call
+/// `bpf_loop` (5.17): the agent's batched flow lookup (`packet::flow_lookup`) needs both.
+/// The program type first: libbpf's helper probe reads "supported" into any refusal whose
+/// log does not name the helper, which is how a kernel without the type (5.10) refuses.
+pub fn syscall_loop() -> bool {
+    let syscall = libbpf_sys::BPF_PROG_TYPE_SYSCALL;
+    // SAFETY: no pointer is passed but the documented NULL for options; the call only loads
+    // and closes a probe program.
+    let program = unsafe { libbpf_sys::libbpf_probe_bpf_prog_type(syscall, std::ptr::null()) };
+    // SAFETY: as above.
+    program == 1
+        && unsafe {
+            libbpf_sys::libbpf_probe_bpf_helper(
+                syscall,
+                libbpf_sys::BPF_FUNC_loop,
+                std::ptr::null(),
+            )
+        } == 1
+}

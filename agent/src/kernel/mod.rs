@@ -12,11 +12,11 @@
 
 pub(crate) mod attach;
 pub(crate) mod bpf;
-pub(crate) mod btf;
+pub mod btf;
 mod clsact;
 pub(crate) mod drops;
 mod error;
-pub(crate) mod features;
+pub mod features;
 pub(crate) mod netns;
 pub mod packet;
 pub mod prog_stats;

@@ -3,16 +3,18 @@
 //!
 //! - The ring `flow_active` names every flow whose window began in its table entry; the
 //!   cache slots holding the window name the rest. Closing window n looks each of them up
-//!   (one system call per active flow) and takes its window's counts: an idle table of a
-//!   million flows costs nothing to close.
+//!   and takes its window's counts: a thousand flows a system call where the kernel runs
+//!   the batched lookup (`flow_lookup`, Linux 5.17), one a call elsewhere. An idle table of
+//!   a million flows costs nothing to close.
 //! - When the ring had no room for a record (`nd_active_lost` moved), the window is read by
 //!   streaming the whole table instead, which finds every flow with counts in it.
-//! - The table's use (entries, evictions) needs its entries counted, which only a walk
-//!   does. But the LRU evicts only when a CPU creates more entries than its share of the
-//!   table (each CPU has its own list, `BPF_F_NO_COMMON_LRU`): while no CPU's insert count
-//!   exceeds its share the table holds exactly the entries created, and once one does, the
-//!   entries are counted again by a walk when entries were created since the last count, at
-//!   most every [`COUNT_EVERY`] windows (evictions are reported that much later).
+//! - The table's use (entries, evictions) needs its entries counted. Where the kernel keeps
+//!   the count (Linux 6.6 and later, `table_count`), every window reads it. Elsewhere only a
+//!   walk counts. But the LRU evicts only when a CPU creates more entries than its share of
+//!   the table (each CPU has its own list, `BPF_F_NO_COMMON_LRU`): while no CPU's insert
+//!   count exceeds its share the table holds exactly the entries created, and once one does,
+//!   the entries are counted again by a walk when entries were created since the last
+//!   count, at most every [`COUNT_EVERY`] windows (evictions are reported that much later).
 
 use std::collections::HashSet;
 
@@ -20,7 +22,9 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 use super::dataplane::{no_bss, Dataplane};
 use super::flow_cache;
+use super::flow_lookup;
 use super::flow_table::{self, FlowTableUse};
+use super::table_count;
 use super::window_ring::{key_bytes, nd_flow_active, KeyBytes, WindowReads, COUNT_EVERY};
 
 use super::flows::{value_in_window, Flow};
@@ -50,6 +54,8 @@ impl Dataplane<'_> {
         // Each CPU's LRU list holds an equal share of the entries.
         let share = capacity / inserts.len().max(1) as u64;
         let may_evict = inserts.iter().any(|i| *i > share);
+        // After the inserts (see flow_table's notes): never an eviction invented.
+        let kernel_count = self.kernel_count();
         let state = &mut self.window_state;
         let overflowed = lost != state.lost_seen;
         state.lost_seen = lost;
@@ -58,7 +64,7 @@ impl Dataplane<'_> {
             None => true,
             Some((_, at)) => at != total && state.since_count >= COUNT_EVERY,
         };
-        if overflowed || (may_evict && count_due) {
+        if overflowed || (kernel_count.is_none() && may_evict && count_due) {
             if overflowed {
                 tracing::debug!(
                     window = n,
@@ -72,8 +78,11 @@ impl Dataplane<'_> {
             state.reads.whole += 1;
             return Ok(read);
         }
-        let table = match (may_evict, state.counted) {
-            (true, Some((counted, _))) => counted,
+        let table = match (kernel_count, may_evict, state.counted) {
+            (Some(entries), _, _) => {
+                flow_table::table_use(&self.evictions_seen, capacity, total, entries)
+            }
+            (None, true, Some((counted, _))) => counted,
             _ => FlowTableUse {
                 capacity,
                 entries: total.min(capacity),
@@ -83,6 +92,19 @@ impl Dataplane<'_> {
         let (flows, clocks) = self.read_named(n, named)?;
         self.window_state.reads.named += 1;
         Ok((flows, table, clocks))
+    }
+
+    /// The table's entries as the kernel counts them, where it does; a failed read turns
+    /// the count off (walks count from then on).
+    fn kernel_count(&mut self) -> Option<u64> {
+        match table_count::entries(self.table_count.as_ref()?) {
+            Ok(entries) => Some(entries),
+            Err(e) => {
+                tracing::warn!("{e}: the flow table's entries are counted by walks from now on");
+                self.table_count = None;
+                None
+            }
+        }
     }
 
     /// How the windows closed so far were read.
@@ -126,8 +148,28 @@ impl Dataplane<'_> {
         Ok(unsafe { std::ptr::read_volatile(&bss.nd_active_lost) })
     }
 
-    /// Window `n` of the flows `named` (by the ring, or by the slots that held it).
-    fn read_named(&self, n: u32, named: HashSet<KeyBytes>) -> Result<(Vec<Flow>, Clocks)> {
+    /// Window `n` of the flows `named` (by the ring, or by the slots that held it), looked
+    /// up in batches where the kernel can; a batch that fails turns them off, and the window
+    /// is read again one flow a call.
+    fn read_named(&mut self, n: u32, named: HashSet<KeyBytes>) -> Result<(Vec<Flow>, Clocks)> {
+        if self.lookup.is_some() {
+            match self.read_named_with(n, &named, true) {
+                Ok(read) => return Ok(read),
+                Err(e) => {
+                    tracing::warn!("{e}: a window's flows are looked up one by one from now on");
+                    self.lookup = None;
+                }
+            }
+        }
+        self.read_named_with(n, &named, false)
+    }
+
+    fn read_named_with(
+        &self,
+        n: u32,
+        named: &HashSet<KeyBytes>,
+        batched: bool,
+    ) -> Result<(Vec<Flow>, Clocks)> {
         let clocks = Clocks::now();
         let map = &self.skel.maps.flows;
         let (flows, _) = flow_cache::merged_flows(
@@ -135,7 +177,15 @@ impl Dataplane<'_> {
             0,
             Some(n),
             |entry| {
-                for bytes in &named {
+                if let Some(batch) = self.lookup.as_ref().filter(|_| batched) {
+                    let named: Vec<&KeyBytes> = named.iter().collect();
+                    let prog = &self.skel.progs.nd_lookup_flows;
+                    for keys in named.chunks(flow_lookup::BATCH) {
+                        batch.lookup(prog, keys, |key, v| entry(key, &value_in_window(v, n)))?;
+                    }
+                    return Ok(());
+                }
+                for bytes in named {
                     let value = map.lookup(bytes, MapFlags::ANY).map_err(|e| Error::Map {
                         map: "flows",
                         source: e,

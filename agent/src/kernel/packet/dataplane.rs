@@ -9,12 +9,14 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
 
 use crate::kernel::attach::Attachment;
-use crate::kernel::bpf::packet::{PacketSkel, PacketSkelBuilder};
+use crate::kernel::bpf::packet::{OpenPacketSkel, PacketSkel, PacketSkelBuilder};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::flow_cache::{self, SlotView};
+use crate::kernel::packet::flow_lookup;
 use crate::kernel::packet::flow_table;
 use crate::kernel::packet::local_tcp;
 use crate::kernel::packet::mapped::Mapped;
+use crate::kernel::packet::table_count;
 use crate::kernel::packet::wg_path;
 use crate::kernel::views::{decode, encode, nd_iface_dir};
 
@@ -49,6 +51,10 @@ pub struct Dataplane<'obj> {
     pub(super) options: Options,
     /// What closing the agent's windows remembers between them.
     pub(super) window_state: super::window_ring::WindowState,
+    /// The iterator reading the kernel's count of the table's entries, where it has one.
+    pub(super) table_count: Option<libbpf_rs::Link>,
+    /// The batched lookup of a window's flows, where the kernel runs it.
+    pub(super) lookup: Option<flow_lookup::Batch>,
 }
 
 impl std::fmt::Debug for Dataplane<'_> {
@@ -114,21 +120,18 @@ impl<'obj> Dataplane<'obj> {
             .flow_active
             .set_max_entries(super::window_ring::active_ring_bytes(&options))
             .map_err(Error::from_load)?;
-        // The XDP program is verified only when something will run it: tc counts received
-        // packets otherwise (and stands in when XDP is taken, so it is always loaded).
-        let xdp = options.load_all_programs || options.ingress == IngressHook::Xdp;
-        open.progs.nd_xdp_ingress.set_autoload(xdp);
-        if xdp && crate::kernel::features::xdp_frags() {
-            // Multi-buffer XDP: the program sees whole frames, fragments included. Set
-            // here rather than by section "xdp.frags", whose flag kernels before 5.18
-            // refuse; there the program sees each frame's linear part, the whole frame.
-            open.progs
-                .nd_xdp_ingress
-                .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
-        } else if xdp {
-            tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
-        }
-        let skel = open.load().map_err(Error::from_load)?;
+        choose_xdp(&mut open, &options);
+        let counts = table_count::choose(
+            &mut open.progs.nd_count_flows,
+            options.windows && !options.count_by_walk,
+        );
+        let batch = flow_lookup::choose(
+            &mut open.progs.nd_lookup_flows,
+            &mut open.maps.flow_lookup,
+            options.windows,
+        )?;
+        let mut skel = open.load().map_err(Error::from_load)?;
+        let (table_count, lookup) = window_helpers(&mut skel, counts, batch)?;
         let flow_cache = SlotView::map(&skel.maps.flow_cache)?;
         let dp = Dataplane {
             skel,
@@ -139,6 +142,8 @@ impl<'obj> Dataplane<'obj> {
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
             window_state: Default::default(),
+            table_count,
+            lookup,
         };
         dp.refresh_local_addrs();
         Ok(dp)
@@ -172,6 +177,18 @@ impl<'obj> Dataplane<'obj> {
             ProgramKind::TcIngress => &self.skel.progs.nd_tc_ingress,
             ProgramKind::TcEgress => &self.skel.progs.nd_tc_egress,
         }
+    }
+
+    /// Whether the agent's windows read the table's entry count from the kernel
+    /// (`table_count`) rather than counting it by walks.
+    pub fn counts_in_kernel(&self) -> bool {
+        self.table_count.is_some()
+    }
+
+    /// Whether the agent's windows look their flows up in batches (`flow_lookup`) rather
+    /// than one system call each.
+    pub fn looks_up_in_batches(&self) -> bool {
+        self.lookup.is_some()
     }
 
     /// Whether program `kind` was loaded (see [`Options::load_all_programs`]).
@@ -340,6 +357,48 @@ impl<'obj> Dataplane<'obj> {
     pub fn wg_handshakes(&self) -> Result<Vec<wg_path::WgHandshake>> {
         wg_path::handshakes(&self.skel.maps.wg_hs)
     }
+}
+
+/// Loads the XDP program only when something will run it: tc counts received packets
+/// otherwise (and stands in when XDP is taken, so it is always loaded).
+fn choose_xdp(open: &mut OpenPacketSkel<'_>, options: &Options) {
+    let xdp = options.load_all_programs || options.ingress == IngressHook::Xdp;
+    open.progs.nd_xdp_ingress.set_autoload(xdp);
+    if xdp && crate::kernel::features::xdp_frags() {
+        // Multi-buffer XDP: the program sees whole frames, fragments included. Set here
+        // rather than by section "xdp.frags", whose flag kernels before 5.18 refuse; there
+        // the program sees each frame's linear part, the whole frame.
+        open.progs
+            .nd_xdp_ingress
+            .set_flags(libbpf_sys::BPF_F_XDP_HAS_FRAGS);
+    } else if xdp {
+        tracing::info!("this kernel has no multi-buffer XDP: XDP counts linear frames");
+    }
+}
+
+/// What helps the agent close its windows, as loaded: the kernel's count of the table
+/// (`counts`) and the batched lookup (`batch`).
+fn window_helpers(
+    skel: &mut PacketSkel<'_>,
+    counts: bool,
+    batch: bool,
+) -> Result<(Option<libbpf_rs::Link>, Option<flow_lookup::Batch>)> {
+    let lookup = if batch {
+        Some(flow_lookup::Batch::map(&skel.maps.flow_lookup)?)
+    } else {
+        None
+    };
+    let count = if counts {
+        let bss = skel.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
+        table_count::attach(
+            &skel.progs.nd_count_flows,
+            &skel.maps.flows,
+            &mut bss.nd_count_map_id,
+        )
+    } else {
+        None
+    };
+    Ok((count, lookup))
 }
 
 /// The error of a skeleton without its `.bss` (the programs' settings the agent writes).

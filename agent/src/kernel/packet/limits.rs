@@ -43,6 +43,11 @@ fn mirrored_limits_match_the_compiled_object() {
         "SLOT_ARRAY_IFINDEX against ND_SLOT_ARRAY_IFINDEX (iface_slot)"
     );
     assert_eq!(
+        maps.flow_lookup.max_entries() as usize,
+        super::flow_lookup::BATCH,
+        "flow_lookup::BATCH against ND_LOOKUP_BATCH (flow_lookup)"
+    );
+    assert_eq!(
         maps.flow_cache.max_entries(),
         SLOTS_PER_CPU,
         "flow_cache::SLOTS_PER_CPU against ND_FLOW_CACHE_SLOTS (flow_cache, one CPU's run)"

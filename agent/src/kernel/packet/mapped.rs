@@ -155,6 +155,35 @@ impl Mapped {
             .store(value, Ordering::Release);
     }
 
+    /// Writes `bytes` at byte `offset` of value `index` (a writable mapping), a 32-bit word
+    /// at a time: `offset` and the length are multiples of 4.
+    pub(crate) fn store_bytes(&self, index: usize, offset: usize, bytes: &[u8]) {
+        assert!(
+            bytes.len() % 4 == 0,
+            "{} bytes are not whole words",
+            bytes.len()
+        );
+        for (i, word) in bytes.chunks_exact(4).enumerate() {
+            let w = u32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+            self.store_u32(index, offset + i * 4, w);
+        }
+    }
+
+    /// A copy of `out.len()` bytes at byte `offset` of value `index`, a 64-bit word at a
+    /// time: `offset` and the length are multiples of 8. For values nothing writes while
+    /// they are read.
+    pub(crate) fn copy_bytes(&self, index: usize, offset: usize, out: &mut [u8]) {
+        assert!(
+            out.len() % 8 == 0,
+            "{} bytes are not whole words",
+            out.len()
+        );
+        for (i, word) in out.chunks_exact_mut(8).enumerate() {
+            let v = self.load_u64(index, offset + i * 8, Ordering::Relaxed);
+            word.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+
     /// Writes the byte at `offset` of value `index` (a writable mapping).
     pub(crate) fn store_u8(&self, index: usize, offset: usize, value: u8) {
         assert!(self.writable, "store into a read-only mapping");
@@ -210,5 +239,20 @@ mod tests {
             .expect("lookup")
             .expect("present");
         assert_eq!(before[8], 9);
+        // Whole words written and read back: a 12-byte value's first 8 bytes.
+        mapped.store_bytes(5, 0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut back = [0u8; 8];
+        mapped.copy_bytes(5, 0, &mut back);
+        assert_eq!(back, [1, 2, 3, 4, 5, 6, 7, 8]);
+        let five = map
+            .lookup(&5u32.to_ne_bytes(), MapFlags::ANY)
+            .expect("lookup")
+            .expect("present");
+        assert_eq!(five[..8], [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            five[8..12],
+            2_000_005u32.to_ne_bytes(),
+            "the word after kept"
+        );
     }
 }

@@ -18,6 +18,7 @@ mod attaching;
 pub mod counters;
 pub mod dataplane;
 pub mod flow_cache;
+mod flow_lookup;
 pub mod flow_table;
 pub mod flows;
 #[cfg(test)]
@@ -28,6 +29,7 @@ pub mod options;
 #[cfg(test)]
 mod read_memory;
 pub mod snapshot;
+mod table_count;
 pub mod too_big;
 pub mod tunnel_traffic;
 pub mod wg_path;

@@ -82,6 +82,9 @@ pub struct Options {
     ///
     /// [`Dataplane::window_snapshot`]: super::Dataplane::window_snapshot
     pub windows: bool,
+    /// With [`Options::windows`], count the table's entries by walks even where the kernel
+    /// keeps the count (`table_count`): for the test that proves both count alike.
+    pub count_by_walk: bool,
     /// How TCP segments of local connections are accounted; the data plane's caller sets
     /// [`LocalTcp::Packets`] where socket telemetry is not loaded.
     pub local_tcp: LocalTcp,
@@ -102,6 +105,7 @@ impl Default for Options {
             stages_only: false,
             max_flows: super::flow_table::DEFAULT_MAX_FLOWS,
             windows: false,
+            count_by_walk: false,
             // The command line's default is `sockets`; a library caller opts in.
             local_tcp: LocalTcp::Packets,
             load_all_programs: true,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use libbpf_rs::OpenObject;
+use netdoctor::kernel::packet::flow_table::FlowTableUse;
 use netdoctor::kernel::packet::{
     Dataplane, LinkType, Options, ProgramKind, WindowReads, WINDOW_COUNT_EVERY as COUNT_EVERY,
 };
@@ -54,25 +55,34 @@ const IDLE: Duration = Duration::from_millis(60);
 /// Seeded windows of random traffic over `FLOWS` flows, which share the 1,024 slots of a
 /// CPU (so some collide: busy slots send packets to the table, idle ones are retired): each
 /// window some flows send 1-20 datagrams of random sizes from CPU 0 or 1, sometimes after a
-/// pause that lets slots go idle; some windows carry nothing. Every closed window must hold
-/// exactly the model's flows and counts, and the totals at the end every packet.
+/// pause that lets slots go idle; some windows carry nothing, and one carries every flow
+/// (more than a batched lookup's 1,024 keys). Every closed window must hold exactly the
+/// model's flows and counts, and the totals at the end every packet.
 fn random_windows(dp: &mut Dataplane<'_>, seed: u64, cpus: usize) -> Result<()> {
     const FLOWS: u16 = 1500;
+    const EVERY_FLOW: usize = WINDOWS / 2;
     let mut rng = Rng::new(seed);
     let mut totals = Counts::new();
     for window in 1..=WINDOWS {
         let mut model = Counts::new();
-        let busy = if rng.chance(15) {
+        let busy = if window == EVERY_FLOW {
+            usize::from(FLOWS)
+        } else if rng.chance(15) {
             0
         } else {
             1 + rng.below(600)
         };
-        for _ in 0..busy {
-            if rng.chance(2) {
+        for i in 0..busy {
+            if window != EVERY_FLOW && rng.chance(2) {
                 std::thread::sleep(IDLE);
             }
             pin(rng.below(cpus))?;
-            let sport = 20_000 + rng.below(usize::from(FLOWS)) as u16;
+            let sport = 20_000
+                + if window == EVERY_FLOW {
+                    i
+                } else {
+                    rng.below(usize::from(FLOWS))
+                } as u16;
             for _ in 0..1 + rng.below(20) {
                 let (frame, len) = datagram(sport, 1 + rng.below(1400));
                 run(dp, ProgramKind::TcEgress, &frame)?;
@@ -131,7 +141,8 @@ fn windowed(storage: &mut MaybeUninit<OpenObject>, windows: bool) -> Result<Data
 }
 
 /// Both ways of reading a window give the same, exact figures: the flows the ring names (a
-/// ring sized for the windows), and the whole table (a ring that overflows at once).
+/// ring sized for the windows; looked up in batches where the kernel can, else one by one
+/// as in the other run), and the whole table (a ring that overflows at once).
 #[test]
 fn windows_hold_exactly_what_each_carried() -> Result<()> {
     lab_guard!();
@@ -144,6 +155,12 @@ fn windows_hold_exactly_what_each_carried() -> Result<()> {
             let reads = dp.window_reads();
             println!("seed {seed:#x}, ring sized for windows: {windows}: {reads:?}");
             if windows {
+                ensure!(
+                    dp.looks_up_in_batches() == netdoctor::kernel::features::syscall_loop(),
+                    "batched lookups: {}, where the kernel runs them: {}",
+                    dp.looks_up_in_batches(),
+                    netdoctor::kernel::features::syscall_loop()
+                );
                 // The table never fills: no window needs it read whole.
                 ensure!(
                     reads
@@ -165,42 +182,19 @@ fn windows_hold_exactly_what_each_carried() -> Result<()> {
     Ok(())
 }
 
-/// A table that evicts: a window reports the entries and evictions a count of the whole
-/// table gives, counted at the first window and again once `COUNT_EVERY` windows created
-/// flows since; in between it keeps the last count (which the next count catches up on).
+/// A table that evicts, counted by walks: a window reports the entries and evictions a
+/// count of the whole table gives, counted at the first window and again once `COUNT_EVERY`
+/// windows created flows since; in between it keeps the last count (which the next count
+/// catches up on).
 #[test]
 fn a_full_tables_use_is_counted_every_few_windows() -> Result<()> {
     lab_guard!();
-    const TABLE: u32 = 1024;
     let mut storage = MaybeUninit::uninit();
-    let options = Options {
-        windows: true,
-        max_flows: TABLE,
-        ..Options::default()
-    };
-    let mut dp = Dataplane::load(&mut storage, options).context("load data plane")?;
-    dp.watch(LO, 1500, LinkType::Ether)?;
-    dp.window_snapshot()?;
-    // CPU 0's share of the table, and 100 flows more: its LRU list evicts.
-    let share = TABLE / u32::try_from(libbpf_rs::num_possible_cpus()?)?;
-    let mut next_port = 10_000u16;
-    let mut send = |dp: &Dataplane<'_>, flows: u32| -> Result<()> {
-        pin(0)?;
-        for _ in 0..flows {
-            run(dp, ProgramKind::TcEgress, &datagram(next_port, 10).0)?;
-            next_port += 1;
-        }
-        unpin()
-    };
-    send(&dp, share + 100)?;
-    let first = dp.window_snapshot()?.flow_table;
-    let (_, counted) = dp.flows_and_table()?;
-    ensure!(first.evictions >= 100, "{first:?}");
+    let mut dp = evicting(&mut storage, true)?;
+    let (first, counted) = overflow(&mut dp)?;
     ensure!(first == counted, "window {first:?}, table {counted:?}");
     for window in 2..=COUNT_EVERY + 1 {
-        send(&dp, 10)?;
-        let got = dp.window_snapshot()?.flow_table;
-        let (_, now) = dp.flows_and_table()?;
+        let (got, now) = more_flows(&mut dp)?;
         if window <= COUNT_EVERY {
             ensure!(
                 got == counted,
@@ -215,4 +209,87 @@ fn a_full_tables_use_is_counted_every_few_windows() -> Result<()> {
     }
     ensure!(dp.window_reads().whole == 2, "{:?}", dp.window_reads());
     Ok(())
+}
+
+/// A table that evicts, on a kernel that counts a hash map's entries (Linux 6.6 and later,
+/// `bpf_map_sum_elem_count`): every window reports the use a walk of the table gives, and
+/// no window walks it. (Each window's ten new flows show as entries plus evictions, at
+/// least ten: the LRU evicts in small batches, and a cache slot retired after its flow's
+/// entry was evicted creates the entry again.) Where the kernel has no count the agent must fall back to walks.
+#[test]
+fn a_full_tables_use_is_the_kernels_count_at_every_window() -> Result<()> {
+    lab_guard!();
+    let mut storage = MaybeUninit::uninit();
+    let mut dp = evicting(&mut storage, false)?;
+    let has_count = netdoctor::kernel::btf::vmlinux()
+        .is_some_and(|b| netdoctor::kernel::btf::has_kfunc(&b, "bpf_map_sum_elem_count"));
+    ensure!(
+        dp.counts_in_kernel() == has_count,
+        "kernel count used: {}, kernel has it: {has_count}",
+        dp.counts_in_kernel()
+    );
+    if !has_count {
+        eprintln!("this kernel keeps no count of a map's entries: walks count the table");
+        return Ok(());
+    }
+    let (first, counted) = overflow(&mut dp)?;
+    ensure!(first == counted, "window {first:?}, table {counted:?}");
+    let mut last = first;
+    for window in 2..=COUNT_EVERY + 2 {
+        let (got, now) = more_flows(&mut dp)?;
+        ensure!(
+            got == now && got.evictions + got.entries >= last.evictions + last.entries + 10,
+            "window {window}: {got:?}, table {now:?}, before {last:?}"
+        );
+        last = got;
+    }
+    ensure!(dp.window_reads().whole == 0, "{:?}", dp.window_reads());
+    Ok(())
+}
+
+const TABLE: u32 = 1024;
+
+/// A data plane counting windows over a table of [`TABLE`] flows watching loopback, its
+/// first window closed.
+fn evicting(storage: &mut MaybeUninit<OpenObject>, count_by_walk: bool) -> Result<Dataplane<'_>> {
+    let options = Options {
+        windows: true,
+        count_by_walk,
+        max_flows: TABLE,
+        ..Options::default()
+    };
+    let mut dp = Dataplane::load(storage, options).context("load data plane")?;
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    dp.window_snapshot()?;
+    Ok(dp)
+}
+
+/// `flows` new flows from CPU 0, from source ports never used before.
+fn send(dp: &Dataplane<'_>, flows: u32) -> Result<()> {
+    static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(10_000);
+    pin(0)?;
+    for _ in 0..flows {
+        let port = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        run(dp, ProgramKind::TcEgress, &datagram(port, 10).0)?;
+    }
+    unpin()
+}
+
+/// CPU 0's share of the table and 100 flows more (its LRU list evicts): the window's table
+/// use and a walk's, which must have seen the evictions.
+fn overflow(dp: &mut Dataplane<'_>) -> Result<(FlowTableUse, FlowTableUse)> {
+    let share = TABLE / u32::try_from(libbpf_rs::num_possible_cpus()?)?;
+    send(dp, share + 100)?;
+    let first = dp.window_snapshot()?.flow_table;
+    let (_, counted) = dp.flows_and_table()?;
+    ensure!(first.evictions >= 100, "{first:?}");
+    Ok((first, counted))
+}
+
+/// Ten more flows: the next window's table use and a walk's.
+fn more_flows(dp: &mut Dataplane<'_>) -> Result<(FlowTableUse, FlowTableUse)> {
+    send(dp, 10)?;
+    let got = dp.window_snapshot()?.flow_table;
+    let (_, now) = dp.flows_and_table()?;
+    Ok((got, now))
 }

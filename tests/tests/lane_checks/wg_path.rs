@@ -5,6 +5,7 @@
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::kernel_lane::Run;
+use netdoctor_lab::traffic::parse_ping;
 use serde_json::Value;
 
 use super::{diagnosis, Failures};
@@ -35,25 +36,17 @@ fn loss(d: &Diagnosis, min_expected: f64) -> Result<f64> {
     num(p, "underlay_loss_percent")
 }
 
-/// The loss ping saw (percent, from its summary "N packets transmitted, M received"): netem
-/// drops on A's way out only, so every echo request it drops is lost and no reply is.
+/// The loss ping saw (percent, from its summary): netem drops on A's way out only, so every
+/// echo request it drops is lost and no reply is.
 fn ping_loss(run: &Run, case: &str) -> Result<f64> {
-    let text = run.text(&format!("{case}.ping"));
-    let line = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .with_context(|| format!("no ping summary in {case}.ping: {text}"))?;
-    let count = |word: &str| -> Result<f64> {
-        let before = line
-            .split(',')
-            .find(|part| part.contains(word))
-            .and_then(|part| part.split_whitespace().next())
-            .with_context(|| format!("no {word:?} count in {line:?}"))?;
-        Ok(before.parse::<f64>()?)
-    };
-    let (sent, received) = (count("transmitted")?, count("received")?);
-    ensure!(sent > 0.0, "ping sent nothing: {line}");
-    Ok((sent - received) * 100.0 / sent)
+    let report =
+        parse_ping(&run.text(&format!("{case}.ping"))).with_context(|| format!("{case}.ping"))?;
+    ensure!(
+        report.transmitted > 0,
+        "ping sent nothing: {}",
+        report.output
+    );
+    Ok(report.loss_percent())
 }
 
 /// netem's 5 % is a probability: over the ~1,300 messages of a window the loss it causes

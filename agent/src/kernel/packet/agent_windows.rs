@@ -22,7 +22,6 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 use super::dataplane::{no_bss, Dataplane};
 use super::flow_cache;
-use super::flow_lookup;
 use super::flow_table::{self, FlowTableUse};
 use super::table_count;
 use super::window_ring::{key_bytes, nd_flow_active, KeyBytes, WindowReads, COUNT_EVERY};
@@ -180,10 +179,7 @@ impl Dataplane<'_> {
                 if let Some(batch) = self.lookup.as_ref().filter(|_| batched) {
                     let named: Vec<&KeyBytes> = named.iter().collect();
                     let prog = &self.skel.progs.nd_lookup_flows;
-                    for keys in named.chunks(flow_lookup::BATCH) {
-                        batch.lookup(prog, keys, |key, v| entry(key, &value_in_window(v, n)))?;
-                    }
-                    return Ok(());
+                    return batch.lookup(prog, &named, |key, v| entry(key, &value_in_window(v, n)));
                 }
                 for bytes in named {
                     let value = map.lookup(bytes, MapFlags::ANY).map_err(|e| Error::Map {

@@ -7,6 +7,8 @@
 //! outside the agent's windows, the array holds one record and flows are looked up one by
 //! one.
 
+use std::sync::atomic::Ordering;
+
 use libbpf_rs::{OpenMapMut, OpenProgramMut, ProgramInput, ProgramMut};
 
 use super::mapped::Mapped;
@@ -57,42 +59,39 @@ impl Batch {
         Ok(Batch { view })
     }
 
-    /// Looks `keys` up (at most [`BATCH`] of them) with `prog`, calling `found` with each key
-    /// the table holds and its value.
+    /// Looks `keys` up with `prog`, as many a run as the array holds, calling `found` with
+    /// each key the table holds and its value.
     pub(super) fn lookup<K: AsRef<[u8]>>(
         &self,
         prog: &ProgramMut<'_>,
         keys: &[K],
         mut found: impl FnMut(&nd_flow_key, &nd_flow_stats),
     ) -> Result<()> {
-        let keys = &keys[..keys.len().min(BATCH).min(self.view.entries())];
-        for (i, key) in keys.iter().enumerate() {
-            self.view.store_bytes(i, 0, key.as_ref());
-        }
-        let mut args = (keys.len() as u32).to_ne_bytes();
-        let input = ProgramInput {
-            context_in: Some(&mut args),
-            ..Default::default()
-        };
-        prog.test_run(input).map_err(|e| Error::Map {
-            map: "flow_lookup",
-            source: e,
-        })?;
         let mut value = [0u8; VALUE_BYTES];
-        for (i, key) in keys.iter().enumerate() {
-            if self
-                .view
-                .load_u32(i, FOUND_AT, std::sync::atomic::Ordering::Relaxed)
-                == 0
-            {
-                continue; // evicted since it was named
+        for run in keys.chunks(self.view.entries().max(1)) {
+            for (i, key) in run.iter().enumerate() {
+                self.view.store_bytes(i, 0, key.as_ref());
             }
-            self.view.copy_bytes(i, VALUE_AT, &mut value);
-            if let (Some(k), Some(v)) = (
-                decode::<nd_flow_key>(key.as_ref()),
-                decode::<nd_flow_stats>(&value),
-            ) {
-                found(&k, &v);
+            let mut args = (run.len() as u32).to_ne_bytes();
+            let input = ProgramInput {
+                context_in: Some(&mut args),
+                ..Default::default()
+            };
+            prog.test_run(input).map_err(|e| Error::Map {
+                map: "flow_lookup",
+                source: e,
+            })?;
+            for (i, key) in run.iter().enumerate() {
+                if self.view.load_u32(i, FOUND_AT, Ordering::Relaxed) == 0 {
+                    continue; // evicted since it was named
+                }
+                self.view.copy_bytes(i, VALUE_AT, &mut value);
+                if let (Some(k), Some(v)) = (
+                    decode::<nd_flow_key>(key.as_ref()),
+                    decode::<nd_flow_stats>(&value),
+                ) {
+                    found(&k, &v);
+                }
             }
         }
         Ok(())

@@ -61,27 +61,17 @@ pub(super) fn entries(link: &Link) -> Result<u64> {
         map: "iter/bpf_map",
         source: e,
     };
-    let mut iter = Iter::new(link).map_err(map_error)?;
-    let mut buf = [0u8; 16];
-    let mut got = 0;
-    // Bounded: one 8-byte record, and a read never returns more than asked.
-    while got < buf.len() {
-        let n = iter
-            .read(&mut buf[got..])
-            .map_err(|e| map_error(libbpf_rs::Error::from(e)))?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    let record: [u8; 8] = buf
-        .get(..8)
-        .filter(|_| got == 8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            map_error(libbpf_rs::Error::from(std::io::Error::other(format!(
-                "the count iterator wrote {got} bytes, not 8 (is the table gone?)"
-            ))))
-        })?;
+    let iter = Iter::new(link).map_err(map_error)?;
+    // Bounded: one 8-byte record is expected; more is read only to say so.
+    let mut buf = Vec::with_capacity(16);
+    iter.take(16)
+        .read_to_end(&mut buf)
+        .map_err(|e| map_error(libbpf_rs::Error::from(e)))?;
+    let record: [u8; 8] = buf.as_slice().try_into().map_err(|_| {
+        map_error(libbpf_rs::Error::from(std::io::Error::other(format!(
+            "the count iterator wrote {} bytes, not 8 (is the table gone?)",
+            buf.len()
+        ))))
+    })?;
     Ok(u64::try_from(i64::from_ne_bytes(record)).unwrap_or(0))
 }

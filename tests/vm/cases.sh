@@ -224,10 +224,11 @@ start_case drops $B drops --interface $VB --duration 300s --json
 in_a ping -c 20 -i 0.05 -W 1 10.10.0.5 >/dev/null
 stop_case drops
 
-# signals: SIGINT and SIGTERM during a diagnosis attached by netlink (what kernels before 6.6
-# use; the others too when asked): it detaches, removes the clsact qdisc it created and exits
-# 130 / 143. `sigint_theirs`: a clsact that was there before, with someone else's u32 filter,
-# stays with that filter. CASE.during and CASE.after: qdiscs, filters and the link (XDP).
+# signals: Ctrl-C (SIGINT) and SIGTERM during a diagnosis attached by netlink (what kernels
+# before 6.6 use; the others too when asked): it detaches and removes the clsact qdisc it
+# created; Ctrl-C ends the observation, which is reported, SIGTERM exits 143. `sigint_theirs`:
+# a clsact that was there before, with someone else's u32 filter, stays with that filter.
+# CASE.during and CASE.after: qdiscs, filters and the link (XDP).
 tc_state() {
     {
         in_a tc qdisc show dev $VA
@@ -239,8 +240,9 @@ tc_state() {
 signal_case() {
     c=$1 sig=$2
     shift 2
-    start_case $c $A diagnose $VA --duration 300s --no-probe --attach netlink "$@"
+    start_case $c $A diagnose $VA --duration 300s --no-probe --attach netlink --json "$@"
     tc_state $c.during
+    sleep 1
     kill -$sig "$BG"
     finish_case $c
     tc_state $c.after

@@ -5,20 +5,29 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use futures::future::BoxFuture;
+
 use super::diagnose_many::Many;
+use super::shutdown::Interrupts;
 use super::DiagnoseArgs;
 use crate::diagnose::{self, DiagnoseOptions, Progress};
 use crate::rules::finding::Severity;
 
-struct Stderr;
+/// Progress on stderr; the first Ctrl-C of the observation ends it early.
+struct Stderr(Interrupts);
 
 impl Progress for Stderr {
     fn step(&self, message: &str) {
         eprintln!("netdoctor: {message}");
     }
+
+    fn stop_early(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.0.stop_early())
+    }
 }
 
-pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: DiagnoseArgs, interrupts: Interrupts) -> anyhow::Result<ExitCode> {
+    let progress = Stderr(interrupts);
     let opts = DiagnoseOptions {
         duration: args.duration,
         probe: !args.no_probe,
@@ -28,7 +37,7 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     let (color, width) = text_style();
     if let [name] = args.interfaces.as_slice() {
         // One interface named: its report alone, as it always was.
-        let report = diagnose::diagnose(name, &opts, &Stderr).await?;
+        let report = diagnose::diagnose(name, &opts, &progress).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -43,7 +52,7 @@ pub(super) async fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.interfaces.clone()
     };
-    let reports = diagnose::diagnose_many(&names, &opts, &Stderr).await?;
+    let reports = diagnose::diagnose_many(&names, &opts, &progress).await?;
     let many = Many::new(reports);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&many)?);

@@ -76,7 +76,8 @@ pub enum Command {
     ///
     /// Exit codes (Nagios plugin convention): 0 nothing above info, 1 warning,
     /// 2 critical, 3 could not diagnose; 130 / 143 stopped by SIGINT / SIGTERM (everything
-    /// attached is detached first).
+    /// attached is detached first). The first Ctrl-C during the observation ends it early
+    /// and reports what it saw; a second one stops.
     ///
     /// Examples:
     ///   netdoctor diagnose
@@ -200,7 +201,7 @@ pub struct DiagnoseArgs {
     #[arg(long, conflicts_with = "interfaces")]
     pub all: bool,
     /// How long to observe traffic: 5 or 5s, 500ms, 1m30s (a bare number is seconds; at
-    /// most a day).
+    /// most a day). Ctrl-C ends the observation early and still reports.
     #[arg(
         short,
         long,

@@ -47,7 +47,7 @@ pub fn main() -> ExitCode {
         Command::Rules(args) => rules::run(args),
         Command::Agent(args) => runtime.block_on(agent(*args)),
         // The one-shot commands: SIGINT and SIGTERM detach and exit 130 and 143.
-        Command::Diagnose(args) => shutdown::run(runtime, |_| diagnose_cmd::run(args)),
+        Command::Diagnose(args) => shutdown::run(runtime, |i| diagnose_cmd::run(args, i)),
         Command::Flows(args) => shutdown::run(runtime, |stop| flows::run(args, stop)),
         Command::Drops(args) => shutdown::run(runtime, |stop| drops::run(args, stop)),
         Command::Probe(args) => shutdown::run(runtime, |_| probe::run(args)),

@@ -6,9 +6,9 @@
 //! netdoctor says so in one line and exits 130 (SIGINT) or 143 (SIGTERM), as a shell
 //! reports a command killed by the signal.
 //!
-//! A command that reports what it saw when Ctrl-C ends its observation (`flows`, `drops`)
-//! waits on [`Interrupts::stop_early`] during the observation: the first SIGINT then ends
-//! the observation instead of the command. A second one, or one at any other time, stops
+//! A command that reports what it saw when Ctrl-C ends its observation (`diagnose`, `flows`,
+//! `drops`) waits on [`Interrupts::stop_early`] during the observation: the first SIGINT then
+//! ends the observation instead of the command. A second one, or one at any other time, stops
 //! the command. The signal is seen when the command next waits (an await): loading the
 //! BPF programs or joining a probe thread finishes first.
 //!

@@ -205,9 +205,16 @@ async fn observe(
         }
     }
     let mut next_look = w.started + LOOK_EVERY.min(w.duration / 3);
+    let mut stop = progress.stop_early();
     while w.started.elapsed() < w.duration {
         let left = w.duration.saturating_sub(w.started.elapsed());
-        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+        tokio::select! {
+            () = tokio::time::sleep(left.min(Duration::from_millis(100))) => {}
+            () = &mut stop => {
+                cut_short(w, ifaces, progress);
+                break;
+            }
+        }
         if let Some(s) = w.sockets {
             s.poll_closed()?;
         }
@@ -220,6 +227,26 @@ async fn observe(
         }
     }
     Ok(())
+}
+
+/// The caller ended the window early (Ctrl-C): it closes now, its figures are over the time
+/// it was open, probes still running are not waited for, and every report says so.
+fn cut_short(w: &mut Window<'_, '_>, ifaces: &mut [Target], progress: &dyn Progress) {
+    let asked = w.duration;
+    w.duration = w.started.elapsed();
+    w.pool.cut_short(w.end() + AFTER_WINDOW);
+    let observed = format!("{:.1} s", w.duration.as_secs_f64());
+    progress.step(&format!(
+        "interrupted: reporting the {observed} observed (Ctrl-C again stops with no report)"
+    ));
+    note_all(
+        ifaces,
+        &format!(
+            "the observation was ended early (Ctrl-C) after {observed} of the {} asked: its \
+             figures are over {observed}",
+            humantime::format_duration(asked)
+        ),
+    );
 }
 
 /// A gateway's clients may leave by another uplink than the default route's: the window

@@ -15,6 +15,7 @@ pub use error::Error;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 
 use crate::config::{iface, route_table, tunnel};
@@ -63,10 +64,17 @@ impl Report {
     }
 }
 
-/// What a caller learns while a diagnosis runs.
+/// What a caller learns while a diagnosis runs, and how it may end the observation early.
 pub trait Progress {
     /// One line of progress.
     fn step(&self, message: &str);
+
+    /// Resolves when the caller wants the observation to end now and be reported on what
+    /// it saw (Ctrl-C on the command line). Polled only while the window is open; the
+    /// default never resolves.
+    fn stop_early(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
 }
 
 /// How long after the window the probes and a WireGuard handshake in flight may take:

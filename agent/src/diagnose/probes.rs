@@ -9,7 +9,7 @@
 
 use std::net::IpAddr;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Progress;
 use crate::facts::probe::{self, ProbeOptions, ProbeResult, MAX_PROBE_TARGETS};
@@ -20,6 +20,8 @@ type Key = (IpAddr, u32);
 /// Every probe of a diagnosis, each target and size once.
 pub(super) struct Pool {
     deadline: Instant,
+    /// The window was ended early: probes still running at this instant are not waited for.
+    cut: Option<Instant>,
     running: Vec<(Key, JoinHandle<std::io::Result<ProbeResult>>)>,
 }
 
@@ -31,13 +33,20 @@ impl Pool {
     pub(super) fn new(deadline: Instant) -> Self {
         Pool {
             deadline,
+            cut: None,
             running: Vec::new(),
         }
     }
 
+    /// The window ended early: [`Pool::finish`] waits for the probes until `at` only, and no
+    /// probe starts any more.
+    pub(super) fn cut_short(&mut self, at: Instant) {
+        self.cut = Some(at);
+    }
+
     /// Starts the probe `key` unless it runs already.
     fn start(&mut self, key: Key, progress: &dyn Progress) {
-        if self.running.iter().any(|(k, _)| *k == key) {
+        if self.cut.is_some() || self.running.iter().any(|(k, _)| *k == key) {
             return;
         }
         let (target, max_size) = key;
@@ -53,11 +62,17 @@ impl Pool {
         self.running.push((key, handle));
     }
 
-    /// Waits for every probe (each ends by the deadline).
+    /// Waits for every probe (each ends by the deadline), or, when the window was cut short,
+    /// until then: a probe still running is left to end by itself, unused.
     pub(super) fn finish(self) -> Outcomes {
+        let cut = self.cut;
         self.running
             .into_iter()
             .map(|(key, handle)| {
+                if cut.is_some_and(|at| !ended_by(&handle, at)) {
+                    let why = "was still running when the observation was ended early: not used";
+                    return (key, Err(why.to_owned()));
+                }
                 let outcome = match handle.join() {
                     Ok(Ok(r)) => Ok(r),
                     Ok(Err(e)) => Err(format!("failed: {e}")),
@@ -67,6 +82,17 @@ impl Pool {
             })
             .collect()
     }
+}
+
+/// Whether the thread of `handle` ends by `at` (waits until it does, or until then).
+fn ended_by<T>(handle: &JoinHandle<T>, at: Instant) -> bool {
+    while !handle.is_finished() {
+        if Instant::now() >= at {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 /// The probes one interface asked for, each with its label.
@@ -133,9 +159,24 @@ impl Probes {
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-    use std::time::Duration;
 
     use super::*;
+
+    /// A probe still running when a cut-short window's time is up is not waited for; one
+    /// that ended is.
+    #[test]
+    fn a_cut_short_window_waits_for_probes_until_its_end_only() {
+        let slow = std::thread::spawn(|| std::thread::sleep(Duration::from_secs(2)));
+        let started = Instant::now();
+        assert!(!ended_by(&slow, started + Duration::from_millis(50)));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let quick = std::thread::spawn(|| ());
+        assert!(ended_by(&quick, Instant::now() + Duration::from_secs(5)));
+    }
 
     /// Counts the probes started (their progress lines).
     struct Started(Cell<usize>);

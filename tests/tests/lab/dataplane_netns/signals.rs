@@ -1,7 +1,8 @@
 //! SIGINT and SIGTERM during a one-shot command attached by netlink (what kernels before
-//! 6.6 get): it detaches its tc filters and XDP, removes the clsact qdisc it created, and
-//! exits 130 or 143 with one line saying so. Its twins: a clsact that was there before
-//! stays, with someone else's filter on it; Ctrl-C during `flows` still reports (exit 0).
+//! 6.6 get): it detaches its tc filters and XDP and removes the clsact qdisc it created.
+//! SIGTERM exits 143 with one line saying so; the first Ctrl-C during the observation of
+//! `diagnose` or `flows` ends the observation, which is reported. Its twins: a clsact that was
+//! there before stays, with someone else's filter on it.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -44,7 +45,32 @@ fn stop(mut process: BgProcess, sig: Signal) -> Result<()> {
     stopped_by(process.label(), &ended, sig)
 }
 
-/// A diagnosis attached by netlink, stopped by `sig`: nothing left, then its exit code.
+/// A report after Ctrl-C: a diagnosis's exit code (0-2, not 130), the line saying the
+/// observation was cut short, and a JSON report (`key` in it) of less than the 60 s asked.
+fn reported_after_ctrl_c(what: &str, process: &mut BgProcess, key: &str) -> Result<()> {
+    let status = process.wait_timeout(Duration::from_secs(20))?;
+    let (stdout, stderr) = (process.stdout()?, process.stderr()?);
+    ensure!(
+        status.code().is_some_and(|c| (0..=2).contains(&c)) && stdout.contains(key),
+        "`{what}` after Ctrl-C: {status}, expected a report; stdout {stdout}; stderr {stderr}"
+    );
+    if key == "\"duration_s\"" {
+        let report: serde_json::Value = serde_json::from_str(&stdout)?;
+        let secs = report["duration_s"].as_f64().unwrap_or(f64::NAN);
+        let noted = report["notes"].as_array().is_some_and(|n| {
+            n.iter()
+                .any(|n| n.as_str().is_some_and(|n| n.contains("ended early")))
+        });
+        ensure!(
+            secs > 0.5 && secs < 30.0 && noted && stderr.contains("interrupted: reporting"),
+            "`{what}`: {secs} s observed, the early end noted: {noted}; stderr {stderr}"
+        );
+    }
+    Ok(())
+}
+
+/// A diagnosis attached by netlink, stopped by `sig` (SIGINT: its first Ctrl-C, which ends
+/// the observation early): nothing left, then its exit code (SIGINT: its report).
 fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
     let mut args = vec![
         "diagnose",
@@ -54,6 +80,7 @@ fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
         "--no-probe",
         "--attach",
         "netlink",
+        "--json",
     ];
     args.extend_from_slice(more);
     let what = args.join(" ");
@@ -63,7 +90,16 @@ fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
         running.netlink_leftovers() == 2 && has_clsact(ns)?,
         "`{what}` while running: {running:#?}"
     );
-    let ended = signal(&mut process, sig)?;
+    // A second of observation, so that the report has a window to show.
+    std::thread::sleep(Duration::from_secs(1));
+    process.signal(sig)?;
+    let ended = if sig == Signal::SIGINT {
+        reported_after_ctrl_c(&what, &mut process, "\"duration_s\"")?;
+        None
+    } else {
+        let status = process.wait_timeout(Duration::from_secs(10))?;
+        Some((status, process.stderr()?))
+    };
     let left = attached(ns, IF)?;
     ensure!(left.nothing(), "after {sig}, `{what}` left: {left:#?}");
     ensure!(
@@ -71,11 +107,11 @@ fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
         "after {sig}, `{what}` left its clsact qdisc: {}",
         ns.run(&["tc", "qdisc", "show", "dev", IF])?
     );
-    stopped_by(&what, &ended, sig)
+    ended.map_or(Ok(()), |ended| stopped_by(&what, &ended, sig))
 }
 
 #[test]
-fn sigint_and_sigterm_detach_netlink_attachments_and_exit_130_143() -> Result<()> {
+fn ctrl_c_and_sigterm_detach_netlink_attachments_and_report_or_exit_143() -> Result<()> {
     lab_guard!("tc");
     let pair = PairTopology::new(1500)?;
     let ns = &pair.a;
@@ -102,13 +138,7 @@ fn sigint_and_sigterm_detach_netlink_attachments_and_exit_130_143() -> Result<()
     stop(start(ns, &drops, "netdoctor: counting")?, Signal::SIGTERM)?;
     let mut watch = start(ns, &flows, "netdoctor: watching")?;
     watch.signal(Signal::SIGINT)?;
-    let status = watch.wait_timeout(Duration::from_secs(20))?;
-    ensure!(
-        status.success() && watch.stdout()?.contains("\"counters\""),
-        "flows after Ctrl-C: {status}, stdout {}, stderr {}",
-        watch.stdout()?,
-        watch.stderr()?
-    );
+    reported_after_ctrl_c("flows", &mut watch, "\"counters\"")?;
     ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
     Ok(())
 }
@@ -130,11 +160,14 @@ fn a_clsact_that_was_there_before_stays_after_sigint() -> Result<()> {
         "--no-probe",
         "--attach",
         "netlink",
+        "--json",
     ];
     let mut process = start(ns, &args, "netdoctor: observing")?;
     let running = attached(ns, IF)?;
     ensure!(running.tc_ingress.contains("nd_tc_ingress"), "{running:#?}");
-    let ended = signal(&mut process, Signal::SIGINT)?;
+    std::thread::sleep(Duration::from_secs(1));
+    process.signal(Signal::SIGINT)?;
+    reported_after_ctrl_c("diagnose", &mut process, "\"duration_s\"")?;
     let left = attached(ns, IF)?;
     ensure!(
         has_clsact(ns)?
@@ -145,7 +178,6 @@ fn a_clsact_that_was_there_before_stays_after_sigint() -> Result<()> {
                 },
         "their clsact and filter must stay, ours go: {left:#?}"
     );
-    stopped_by(process.label(), &ended, Signal::SIGINT)?;
 
     // The same clsact empty (theirs, from before netdoctor): it stays too.
     ns.run(&["tc", "filter", "del", "dev", IF, "ingress"])?;

@@ -7,7 +7,8 @@
 #
 # Uses cases.sh's $ND, $OUT, $T, $WORK, $A, $B, $VA, $VB, in_a, in_b.
 # Per case CASE: CASE.out/.err/.rc as in cases.sh; `bond_*.members` (bytes each bond member
-# sent during the case); `tunnel_*.unsupported` when the kernel cannot create the device.
+# sent during the case); `bond_lacp_*.bonding` (both ends' /proc/net/bonding once LACP agreed,
+# or gave up); `tunnel_*.unsupported` when the kernel cannot create the device.
 
 # diag CASE NS IFACE ARGS...: `netdoctor diagnose IFACE --json ARGS` in namespace NS.
 diag() {
@@ -20,6 +21,19 @@ diag() {
 # tx bytes of interface $2 in namespace $1 (`ip netns exec` mounts that namespace's /sys;
 # nsenter would show the initial one's).
 tx_bytes() { ip netns exec $1 cat /sys/class/net/$2/statistics/tx_bytes 2>/dev/null || echo 0; }
+
+# Whether both ends of the 802.3ad bond aggregate both members and every member collects
+# and distributes (LACP port state 63: active, fast, aggregating, in sync, collecting,
+# distributing). /proc/net/bonding follows the reader's network namespace.
+lacp_settled() {
+    for ns in $BA $BB; do
+        s=$(nsenter --net=/run/netns/$ns cat /proc/net/bonding/ndbond$T) || return 1
+        echo "$s" | grep -q "Number of ports: 2" || return 1
+        if echo "$s" | grep "port state:" | grep -vq "port state: 63"; then
+            return 1
+        fi
+    done
+}
 
 # --- Bonds: kernel WireGuard over a two-member bond (veth members), iperf3 through the tunnel.
 # bond CASE MODE POLICY
@@ -51,12 +65,24 @@ bond_case() {
     rm -f "$OUT/$c.unsupported"
     nsenter --net=/run/netns/$BA ip addr add 10.20.0.1/24 dev ndbond$T
     nsenter --net=/run/netns/$BB ip addr add 10.20.0.2/24 dev ndbond$T
-    # 802.3ad needs LACP to agree before the bond carries anything.
+    # 802.3ad needs LACP to agree before the bond carries anything, and on both members
+    # before the window: a member that joins the aggregator during it drops what is hashed
+    # onto it until the partner collects, which the healthy twin would rightly report as loss.
     i=0
     until nsenter --net=/run/netns/$BA ping -c 1 -W 1 10.20.0.2 >/dev/null; do
         i=$((i + 1))
         [ $i -gt 20 ] && break
     done
+    if [ "$mode" = 802.3ad ]; then
+        i=0
+        until lacp_settled || [ $i -gt 60 ]; do
+            i=$((i + 1))
+            sleep 0.5
+        done
+        for ns in $BA $BB; do
+            nsenter --net=/run/netns/$ns cat /proc/net/bonding/ndbond$T
+        done >"$OUT/$c.bonding" 2>&1
+    fi
     wg_pair $BA $BB ndbwa$T ndbwb$T 10.20.0.1 10.20.0.2 10.21.0 1420
     nsenter --net=/run/netns/$BB iperf3 -s -D -p 5301
     sleep 0.5

@@ -1,7 +1,7 @@
 //! Bonds under kernel WireGuard and the overlays the host's kernel lacks, as
 //! tests/vm/tunnels.sh left them.
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use netdoctor_lab::kernel_lane::{runs_suite, Run};
 use serde_json::Value;
 
@@ -63,7 +63,12 @@ fn layer34_twin(run: &Run, case: &str, mode: &str) -> Result<()> {
         "the bond underlay was not recognised:\n{}",
         d.describe()
     );
-    d.expect_healthy()
+    d.expect_healthy().with_context(|| {
+        format!(
+            "the bonds before the window (802.3ad only):\n{}",
+            run.text(&format!("{case}.bonding"))
+        )
+    })
 }
 
 /// One overlay: kind, expected overhead, the largest MTU that fits, options that must be

@@ -331,6 +331,29 @@ impl Diagnosis {
         Ok(())
     }
 
+    /// A report whose observation Ctrl-C ended: the exit code its findings call for, a window
+    /// of more than half a second and less than `less_than_s`, and the note and the progress
+    /// line saying it ended early.
+    pub fn expect_ended_early(&self, less_than_s: f64) -> Result<()> {
+        self.check_exit_code()?;
+        let secs = self.f64("/duration_s")?;
+        let noted = self.json["notes"].as_array().is_some_and(|n| {
+            n.iter()
+                .any(|n| n.as_str().is_some_and(|n| n.contains("ended early")))
+        });
+        ensure!(
+            secs > 0.5
+                && secs < less_than_s
+                && noted
+                && self.stderr.contains("interrupted: reporting"),
+            "`{}`: {secs} s observed (expected under {less_than_s}), the early end noted: \
+             {noted}:\n{}",
+            self.label,
+            self.describe()
+        );
+        Ok(())
+    }
+
     /// A healthy twin: exit 0 and no warning or critical finding.
     pub fn expect_healthy(&self) -> Result<()> {
         let bad: Vec<&str> = self.problems().iter().map(|f| str_or(f, "id")).collect();

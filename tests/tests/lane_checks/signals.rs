@@ -5,6 +5,8 @@
 use anyhow::{ensure, Context, Result};
 use netdoctor_lab::kernel_lane::{Run, Signals};
 
+use super::diagnosis;
+
 /// Ctrl-C and SIGTERM during `diagnose --attach netlink`: attached while it ran (tc filters,
 /// the clsact, generic XDP for `sigterm`), then nothing left: no filter, no XDP, no clsact.
 /// SIGTERM exits 143 with the line saying so; Ctrl-C ends the observation, which is reported
@@ -41,7 +43,7 @@ pub fn check(run: &Run, _: &mut Signals) -> Result<()> {
                     "{case}: no {line:?} on stderr"
                 );
             }
-            None => reported_early(run, case)?,
+            None => diagnosis(run, case)?.expect_ended_early(200.0)?,
         }
         ensure!(
             !after.contains("nd_tc") && !after.contains("xdp"),
@@ -58,28 +60,6 @@ pub fn check(run: &Run, _: &mut Signals) -> Result<()> {
             }
         );
     }
-    Ok(())
-}
-
-/// A diagnosis whose observation Ctrl-C ended: its report (exit code 0-2), over less than the
-/// 300 s asked, saying so.
-fn reported_early(run: &Run, case: &str) -> Result<()> {
-    ensure!(
-        (0..=2).contains(&run.rc(case)),
-        "{case}: exit code {} after Ctrl-C, expected a report; stderr: {}",
-        run.rc(case),
-        run.text(&format!("{case}.err"))
-    );
-    let report = run.json(&format!("{case}.out"))?;
-    let secs = report["duration_s"].as_f64().unwrap_or(f64::NAN);
-    let noted = report["notes"].as_array().is_some_and(|n| {
-        n.iter()
-            .any(|n| n.as_str().is_some_and(|n| n.contains("ended early")))
-    });
-    ensure!(
-        secs > 0.5 && secs < 200.0 && noted,
-        "{case}: {secs} s observed of the 300 s asked, the early end noted: {noted}"
-    );
     Ok(())
 }
 

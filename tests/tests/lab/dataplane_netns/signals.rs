@@ -7,8 +7,9 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use netdoctor_lab::attached::{attached, Attached};
+use netdoctor_lab::diagnosis::Diagnosis;
 use netdoctor_lab::{lab_guard, BgProcess, Netns, PairTopology};
 use nix::sys::signal::Signal;
 
@@ -45,28 +46,15 @@ fn stop(mut process: BgProcess, sig: Signal) -> Result<()> {
     stopped_by(process.label(), &ended, sig)
 }
 
-/// A report after Ctrl-C: a diagnosis's exit code (0-2, not 130), the line saying the
-/// observation was cut short, and a JSON report (`key` in it) of less than the 60 s asked.
-fn reported_after_ctrl_c(what: &str, process: &mut BgProcess, key: &str) -> Result<()> {
+/// Sends Ctrl-C to a diagnosis observing for 60 s; requires, within 20 s, its report of the
+/// shorter window, saying so ([`Diagnosis::expect_ended_early`]).
+fn ctrl_c_reports(what: &str, process: &mut BgProcess) -> Result<()> {
+    process.signal(Signal::SIGINT)?;
     let status = process.wait_timeout(Duration::from_secs(20))?;
-    let (stdout, stderr) = (process.stdout()?, process.stderr()?);
-    ensure!(
-        status.code().is_some_and(|c| (0..=2).contains(&c)) && stdout.contains(key),
-        "`{what}` after Ctrl-C: {status}, expected a report; stdout {stdout}; stderr {stderr}"
-    );
-    if key == "\"duration_s\"" {
-        let report: serde_json::Value = serde_json::from_str(&stdout)?;
-        let secs = report["duration_s"].as_f64().unwrap_or(f64::NAN);
-        let noted = report["notes"].as_array().is_some_and(|n| {
-            n.iter()
-                .any(|n| n.as_str().is_some_and(|n| n.contains("ended early")))
-        });
-        ensure!(
-            secs > 0.5 && secs < 30.0 && noted && stderr.contains("interrupted: reporting"),
-            "`{what}`: {secs} s observed, the early end noted: {noted}; stderr {stderr}"
-        );
-    }
-    Ok(())
+    let code = status
+        .code()
+        .with_context(|| format!("`{what}` was killed after Ctrl-C ({status})"))?;
+    Diagnosis::parse(what, code, &process.stdout()?, &process.stderr()?)?.expect_ended_early(30.0)
 }
 
 /// A diagnosis attached by netlink, stopped by `sig` (SIGINT: its first Ctrl-C, which ends
@@ -92,13 +80,11 @@ fn diagnose_stopped(ns: &Netns, sig: Signal, more: &[&str]) -> Result<()> {
     );
     // A second of observation, so that the report has a window to show.
     std::thread::sleep(Duration::from_secs(1));
-    process.signal(sig)?;
     let ended = if sig == Signal::SIGINT {
-        reported_after_ctrl_c(&what, &mut process, "\"duration_s\"")?;
+        ctrl_c_reports(&what, &mut process)?;
         None
     } else {
-        let status = process.wait_timeout(Duration::from_secs(10))?;
-        Some((status, process.stderr()?))
+        Some(signal(&mut process, sig)?)
     };
     let left = attached(ns, IF)?;
     ensure!(left.nothing(), "after {sig}, `{what}` left: {left:#?}");
@@ -138,7 +124,13 @@ fn ctrl_c_and_sigterm_detach_netlink_attachments_and_report_or_exit_143() -> Res
     stop(start(ns, &drops, "netdoctor: counting")?, Signal::SIGTERM)?;
     let mut watch = start(ns, &flows, "netdoctor: watching")?;
     watch.signal(Signal::SIGINT)?;
-    reported_after_ctrl_c("flows", &mut watch, "\"counters\"")?;
+    let status = watch.wait_timeout(Duration::from_secs(20))?;
+    ensure!(
+        status.success() && watch.stdout()?.contains("\"counters\""),
+        "flows after Ctrl-C: {status}, stdout {}, stderr {}",
+        watch.stdout()?,
+        watch.stderr()?
+    );
     ensure!(attached(ns, IF)?.nothing() && !has_clsact(ns)?);
     Ok(())
 }
@@ -166,8 +158,7 @@ fn a_clsact_that_was_there_before_stays_after_sigint() -> Result<()> {
     let running = attached(ns, IF)?;
     ensure!(running.tc_ingress.contains("nd_tc_ingress"), "{running:#?}");
     std::thread::sleep(Duration::from_secs(1));
-    process.signal(Signal::SIGINT)?;
-    reported_after_ctrl_c("diagnose", &mut process, "\"duration_s\"")?;
+    ctrl_c_reports(&args.join(" "), &mut process)?;
     let left = attached(ns, IF)?;
     ensure!(
         has_clsact(ns)?

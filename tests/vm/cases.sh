@@ -58,26 +58,46 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Under TCG every program the script starts costs the guest about 0.2 s of CPU (a 5.10
+# guest ran 20 `cut`s in 4 s), so the loops that wait while netdoctor starts use builtins
+# only: polling with grep, cut and sleep twice a second took more CPU than it left, and
+# slowed netdoctor's start by 40 %.
+# nap SECONDS: sleeps without a process (`read` times out on a pipe nobody writes to).
+exec {NAP_FD}<> <(:)
+nap() { read -r -t "$1" -u "$NAP_FD" _ || :; }
+
 # Whether process $1 still runs (a zombie does not: the shell may not have reaped it yet).
 running() {
-    state=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)
-    [ -n "$state" ] && [ "$state" != Z ]
+    local stat
+    IFS= read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+    # The state follows the command name's closing parenthesis.
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
 }
 
-# Waits (up to 120 s: BPF loads are slow under TCG) until file $1 contains $2; with a pid $3,
-# no longer than process $3 runs (a netdoctor that exited will not write it: without this,
-# a binary that fails at once cost every case the whole 120 s).
+# contains FILE REGEX: whether FILE (read whole) matches the extended regular expression.
+contains() {
+    local text=
+    IFS= read -r -d '' text 2>/dev/null <"$1"
+    [[ $text =~ $2 ]]
+}
+
+# Waits (up to 120 s: BPF loads are slow under TCG) until file $1 matches the extended
+# regular expression $2; with a pid $3, no longer than process $3 runs (a netdoctor that
+# exited will not write it: without this, a binary that fails at once cost every case the
+# whole 120 s).
 wait_for() {
-    i=0
-    while ! grep -q "$2" "$1" 2>/dev/null; do
-        if [ -n "$3" ] && ! running "$3"; then
-            grep -q "$2" "$1" 2>/dev/null
+    local i=0
+    while ! contains "$1" "$2"; do
+        if [ -n "${3:-}" ] && ! running "$3"; then
+            contains "$1" "$2"
             return
         fi
         i=$((i + 1))
         [ $i -gt 240 ] && return 1
-        sleep 0.5
+        nap 0.5
     done
+    return 0
 }
 
 # Runs `netdoctor ARGS` in namespace $2 as case $1 in the background; returns when it
@@ -89,7 +109,7 @@ start_case() {
     shift 2
     nsenter --net=/run/netns/$ns "$ND" -v "$@" >"$OUT/$c.out" 2>"$OUT/$c.err" &
     BG=$!
-    wait_for "$OUT/$c.err" "netdoctor: \(watching\|observing\|counting\)" "$BG" || true
+    wait_for "$OUT/$c.err" "netdoctor: (watching|observing|counting)" "$BG" || true
 }
 finish_case() {
     wait "$BG"
@@ -184,7 +204,7 @@ stop_case xdp
 # at close.
 in_b iperf3 -s -D -p 5201 --logfile "$WORK/iperf3-long.log"
 in_b iperf3 -s -D -p 5202 --logfile "$WORK/iperf3-short.log"
-sleep 1
+nap 1
 # 5 % loss: netem on A's way out, or where the kernel has no netem (this CI's host) nft on
 # B's way in.
 if in_a tc qdisc add dev $VA root netem loss 5%; then
@@ -198,22 +218,22 @@ fi
 # nsenter execs iperf3, so $! is iperf3 itself (a function would leave a subshell there).
 nsenter --net=/run/netns/$A iperf3 -c 10.9.0.2 -p 5201 -t 300 -b 10M -C cubic >/dev/null 2>&1 &
 LONG=$!
-sleep 2
+nap 2
 start_case sockets $A flows $VA --duration 300s --json
-sleep 4
+nap 4
 stop_case sockets
 kill $LONG 2>/dev/null
 wait $LONG 2>/dev/null
-sleep 1
+nap 1
 start_case close $A flows $VA --duration 300s --json
 in_a iperf3 -c 10.9.0.2 -p 5202 -t 1 -C reno >"$OUT/close.iperf3" 2>&1
 # Over 5 % loss a FIN can need retransmitting: wait (up to 20 s) until A holds no
 # connection to the port short of time-wait, so the window ends after the close.
 for _ in $(seq 40); do
     [ -z "$(in_a ss -Htn state connected exclude time-wait '( dport = :5202 )')" ] && break
-    sleep 0.5
+    nap 0.5
 done
-sleep 1
+nap 1
 stop_case close
 unloss
 
@@ -242,7 +262,7 @@ signal_case() {
     shift 2
     start_case $c $A diagnose $VA --duration 300s --no-probe --attach netlink --json "$@"
     tc_state $c.during
-    sleep 1
+    nap 1
     kill -$sig "$BG"
     finish_case $c
     tc_state $c.after
@@ -283,15 +303,17 @@ agent_case() {
     nsenter --net=/run/netns/$A "$@" "$ND" agent --listen 127.0.0.1:$port --database "$WORK/$c.db" \
         --interval 2s --no-probe --interfaces "$VA" >"$OUT/$c.out" 2>"$OUT/$c.err" &
     AGENT=$!
+    # Its "serving" line first (builtins), then /readyz (two programs a try).
+    wait_for "$OUT/$c.err" "netdoctor agent: serving" "$AGENT" || true
     i=0
     until in_a curl -sf http://127.0.0.1:$port/readyz >"$OUT/$c.readyz"; do
         i=$((i + 1))
         [ $i -gt 240 ] && break
         kill -0 $AGENT 2>/dev/null || break
-        sleep 0.5
+        nap 0.5
     done
     in_a ping -c 5 -i 0.1 10.9.0.2 >/dev/null
-    sleep 5
+    nap 5
     in_a curl -sf http://127.0.0.1:$port/metrics >"$OUT/$c.metrics"
     in_a curl -sf http://127.0.0.1:$port/api/v1/interfaces >"$OUT/$c.interfaces"
     kill -TERM $AGENT
@@ -343,7 +365,7 @@ if in_a ip link add $WA type wireguard 2>"$OUT/wireguard.unsupported"; then
         fi
         # A session older than 120 s rekeys on this ping: let that handshake finish.
         in_a ping -c 2 -i 0.2 -W 5 10.8.0.2 >/dev/null
-        sleep 2
+        nap 2
         # A keepalive may cross between the reads: the lane allows the counters and the
         # handshake to lie between the two `wg show`.
         in_a wg show $WA dump >"$OUT/wgshow$fam.before"

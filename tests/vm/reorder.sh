@@ -29,12 +29,12 @@ reorder_flow() {
     nsenter --net=/run/netns/$RA iperf3 -c $3 -p 5431 -t 300 -b 6M -C cubic \
         >"$OUT/$1.iperf3" 2>&1 &
     UPLOAD=$!
-    sleep 1
+    nap 1
     start_case $1 $RA diagnose $2 --json --duration 8s --no-probe
     finish_case $1
     kill $UPLOAD 2>/dev/null
     wait $UPLOAD 2>/dev/null
-    sleep 1
+    nap 1
 }
 in_ra tc qdisc replace dev ndrva$T root netem delay 5ms reorder 25% 50%
 reorder_flow reorder_netem ndrva$T 10.71.0.2

@@ -122,7 +122,7 @@ blackhole() {
         in_ns $PR nft add rule inet ndbh out icmp type destination-unreachable icmp code frag-needed drop
     fi
     in_ns $PS iperf3 -s -D -p 5501
-    sleep 0.5
+    nap 0.5
     # The upload starts once netdoctor observes: started before, its full-size segments
     # would be retransmitted so rarely by the time netdoctor has loaded (the timeout doubles
     # each time) that the window might hold none.

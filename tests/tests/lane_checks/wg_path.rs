@@ -80,9 +80,9 @@ fn reordered(run: &Run) -> Result<()> {
 /// The handshake's round trip over 25 ms each way: 50 ± 5 ms (the issue's figure), or, where
 /// the peer's work on the handshake (milliseconds under TCG, more on a loaded machine) pushes
 /// it past 55, 50 ± 5 ms above its twin's without delay. The work varies from one handshake
-/// to the next on a busy machine (3 to 11 ms seen, once 20 ms more), so the delayed path is
-/// timed twice and the faster handshake counts: the delay is in both, the work's outliers
-/// rarely are.
+/// to the next on a busy machine (3 to 11 ms seen, once 20 ms more, and once both of two
+/// handshakes 6-15 ms more), and only ever adds, so the delayed path is timed three times
+/// and the fastest handshake counts: the delay is in every one, the work's outliers rarely.
 fn round_trip(run: &Run) -> Result<()> {
     let rtt = |case: &str| -> Result<f64> {
         let d = diagnosis(run, case)?;
@@ -91,12 +91,14 @@ fn round_trip(run: &Run) -> Result<()> {
         Ok(ms)
     };
     let base = rtt("wgpath_rtt0")?;
-    let (first, second) = (rtt("wgpath_rtt")?, rtt("wgpath_rtt2")?);
-    let delayed = first.min(second);
+    let delayed = ["wgpath_rtt", "wgpath_rtt2", "wgpath_rtt3"]
+        .into_iter()
+        .map(rtt)
+        .collect::<Result<Vec<f64>>>()?;
+    let fastest = delayed.iter().copied().fold(f64::INFINITY, f64::min);
     ensure!(
-        (delayed - 50.0).abs() <= 5.0 || (delayed - base - 50.0).abs() <= 5.0,
-        "a handshake over 25 ms each way read {first:.1} and {second:.1} ms, {base:.1} ms \
-         without the delay"
+        (fastest - 50.0).abs() <= 5.0 || (fastest - base - 50.0).abs() <= 5.0,
+        "handshakes over 25 ms each way read {delayed:.1?} ms, {base:.1} ms without the delay"
     );
     Ok(())
 }

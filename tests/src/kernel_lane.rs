@@ -48,8 +48,8 @@ pub fn selected() -> Vec<&'static str> {
 /// long: `reorder` (tests/vm/reorder.sh: netem reordering against loss, a balance-rr bond) on
 /// 5.10, `lacp` (802.3ad bonds) and `ip_tunnels` (GRE, GRETAP, sit, ip6tnl) on 6.1, and
 /// `wan_faults` (high retransmissions, a PMTU blackhole and a WireGuard MTU error behind long
-/// round trips) and `mathis` (the estimate against iperf3 at two more points) on 6.12. The host runs the base cases only: its kernel lacks netem, bonding and kernel
-/// WireGuard.
+/// round trips) and `mathis` (the estimate against iperf3 at two more points) on 6.12. The
+/// host runs the base cases only: its kernel lacks netem, bonding and kernel WireGuard.
 pub fn suites(name: &str) -> &'static str {
     match name {
         "5.10" => "limits wg_path reorder wan",

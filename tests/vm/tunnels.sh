@@ -91,7 +91,7 @@ bond_case() {
     # so that its window measures what each member carries. 5 Mbit/s puts about 1.9 MB
     # through the bond in the 3 s window (the bond rule decides from 1 MB); asked for
     # 20 Mbit/s, a TCG guest sharing its core delivered 8 and dropped some in its own queues,
-    # and the layer3+4 twin once read that as loss.
+    # which the layer3+4 twin rightly read as loss.
     nsenter --net=/run/netns/$BA iperf3 -c 10.21.0.2 -p 5301 -t 600 -b 5M >/dev/null 2>&1 &
     LOAD=$!
     nap 1

@@ -222,9 +222,23 @@ int nd_iter_tcp(struct bpf_iter__tcp *ctx)
 }
 
 /* Set by the agent from BTF: this kernel's tcp_retransmit_skb passes a third argument,
- * `err`. The tracepoint then also fires for attempts that failed (e.g. -EBUSY while the
- * previous copy still sits in a qdisc), which never reached the wire. */
+ * `err`, and then fires for failed attempts too. */
 const volatile bool retransmit_has_err = false;
+
+#define EAGAIN 11
+#define ENOMEM 12
+#define EBUSY 16
+#define EHOSTUNREACH 113
+
+/* The errors __tcp_retransmit_skb() returns before it adds the segments to total_retrans
+ * (the previous copy still queued, no memory, no route, the window closed): nothing left
+ * TCP. One that fails later, in the stack or the device (a firewall or queue drop), was
+ * counted and left TCP at its size, so it counts here too and the sizes add up to
+ * total_retrans. (-EHOSTUNREACH from the later route lookup is lost with the early one.) */
+static __always_inline bool retransmit_not_counted(int err)
+{
+	return err == -EBUSY || err == -ENOMEM || err == -EHOSTUNREACH || err == -EAGAIN;
+}
 
 /* Only the first two arguments are declared: a kernel without `err` would refuse a
  * program that declares it. ctx[2] is read only when the agent found it in BTF (the
@@ -232,7 +246,7 @@ const volatile bool retransmit_has_err = false;
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb)
 {
-	if (retransmit_has_err && (int)ctx[2] != 0)
+	if (retransmit_has_err && retransmit_not_counted((int)ctx[2]))
 		return 0;
 	if (foreign(sk))
 		return 0;
@@ -253,17 +267,19 @@ int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
 		if (!st)
 			return 0;
 	}
-	/* A write-queue skb holds payload only: its length is the data being resent. */
+	/* A write-queue skb holds payload only: its length is the data being resent. A bare
+	 * SYN or FIN has none and is one small segment, as tcp_skb_pcount() counts it. */
 	__u32 len = BPF_CORE_READ(skb, len);
 	__u32 mss = BPF_CORE_READ(tp, mss_cache);
 	__u32 full = mss ? len / mss : 0;
 	__u32 tail = mss ? len - full * mss : len;
+	bool small = tail || !len;
 
 	__sync_fetch_and_add(&st->events, 1);
-	__sync_fetch_and_add(&st->segs, full + (tail ? 1 : 0));
+	__sync_fetch_and_add(&st->segs, full + (small ? 1 : 0));
 	__sync_fetch_and_add(&st->bytes, len);
 	__sync_fetch_and_add(&st->full_segs, full);
-	if (tail)
+	if (small)
 		__sync_fetch_and_add(&st->small_segs, 1);
 	st->last_ns = bpf_ktime_get_ns();
 	st->ifindex = egress_ifindex(sk);

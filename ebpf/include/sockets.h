@@ -100,7 +100,7 @@ struct nd_retrans_stats {
 	__u64 segs;       /* segments those skbs held */
 	__u64 bytes;
 	__u64 full_segs;  /* segments of a full MSS: what a PMTU blackhole keeps losing */
-	__u64 small_segs; /* shorter tails */
+	__u64 small_segs; /* shorter tails, bare SYNs and FINs */
 	__u64 last_ns;
 	__u32 ifindex;
 	__u32 mss;        /* mss_cache at the last retransmission */

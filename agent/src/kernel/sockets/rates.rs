@@ -34,7 +34,8 @@ pub struct SocketRow {
     pub retrans_ratio: f64,
     /// Full-MSS segments among the retransmissions (tracepoint; 0 when unavailable).
     pub full_size_retransmits: u64,
-    /// Shorter segments among the retransmissions.
+    /// Shorter segments among the retransmissions (tails, bare SYNs and FINs); with the
+    /// full-MSS ones they add up to `retransmits` where the tracepoint passes `err`.
     pub small_retransmits: u64,
     /// Segments the peer reported received twice (DSACK, RFC 2883) during the window: each
     /// one a retransmission that was not needed, the original having arrived late.

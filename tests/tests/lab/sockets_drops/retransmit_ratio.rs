@@ -1,13 +1,47 @@
-//! Loss on the path -> retransmit ratio of the cubic data connection (0, 2, 5 % loss).
+//! Loss on the path -> retransmit ratio of the cubic data connection (0, 2, 5 % loss), and
+//! the tracepoint's segment sizes adding up to the kernel's retransmission count, also when
+//! the sender's own device drops some of the retransmissions.
 
 use std::net::SocketAddr;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use netdoctor_lab::netdoctor::{u64_field, Watch};
+use netdoctor_lab::stats::net_counters;
 use netdoctor_lab::{lab_guard, traffic, Direction, Iperf3Server, PacketLoss, PairTopology};
 
 use crate::sockets_drops::helpers::{f64_field, ip, iperf3_opts};
-use crate::sockets_drops::rows::{assert_only_local, cc_aggregate, row_for, rows};
+use crate::sockets_drops::rows::{assert_only_local, cc_aggregate, row_for, rows, Row};
+
+/// Whether this kernel's tcp_retransmit_skb tracepoint passes `err`, i.e. fires for the
+/// attempts that failed after the kernel counted them too (older ones fire on success only).
+fn tracepoint_has_err() -> Result<bool> {
+    let btf = ::netdoctor::kernel::btf::vmlinux().context("no kernel BTF")?;
+    Ok(::netdoctor::kernel::btf::tracepoint_args(&btf, "tcp_retransmit_skb").unwrap_or(2) >= 3)
+}
+
+/// Full-MSS plus shorter retransmitted segments: the kernel's count (`total_retrans`) where
+/// the tracepoint passes `err`, at most that elsewhere; never none when there were some.
+fn assert_sizes_add_up(row: &Row) -> Result<()> {
+    let sizes = row.full_size_retransmits + row.small_retransmits;
+    ensure!(
+        row.retransmits == 0 || sizes > 0,
+        "tcp_retransmit_skb aggregates empty: {}",
+        row.describe()
+    );
+    if tracepoint_has_err()? {
+        ensure!(
+            sizes == row.retransmits,
+            "full {} + small {} != retransmits {}: {}",
+            row.full_size_retransmits,
+            row.small_retransmits,
+            row.retransmits,
+            row.describe()
+        );
+    } else {
+        ensure!(sizes <= row.retransmits, "{}", row.describe());
+    }
+    Ok(())
+}
 
 #[test]
 fn retransmit_ratio_follows_loss() -> Result<()> {
@@ -104,11 +138,7 @@ fn retransmit_ratio_follows_loss() -> Result<()> {
                 "retrans_ratio 0 with {percent} % loss: {}",
                 row.describe()
             );
-            assert!(
-                row.full_size_retransmits + row.small_retransmits > 0,
-                "tcp_retransmit_skb aggregates empty at {percent} % loss: {}",
-                row.describe()
-            );
+            assert_sizes_add_up(row)?;
         }
         ratios.push(row.retrans_ratio);
     }
@@ -124,4 +154,48 @@ fn retransmit_ratio_follows_loss() -> Result<()> {
     assert_eq!(u64_field(cubic, "sockets")?, 3, "{cubic}");
     assert!(f64_field(cubic, "retrans_ratio")? > 0.0, "{cubic}");
     Ok(())
+}
+
+/// A retransmission the sender's own device drops (here its nft egress hook: the device
+/// answers NET_XMIT_DROP, the kernel counts TCPRetransFail) was counted in total_retrans
+/// and left TCP full-size: it is among the segment sizes too, which still add up.
+#[test]
+fn retransmissions_the_senders_device_drops_still_count() -> Result<()> {
+    lab_guard!("iperf3", "nft");
+    let pair = PairTopology::new(1500)?;
+    let _server = Iperf3Server::start(&pair.b, 5304)?;
+    let watch = Watch::start(
+        &pair.a,
+        &["flows", PairTopology::IFNAME, "--duration", "60s", "--json"],
+    )?;
+    let data = ["tcp", "dport", "5304"];
+    let _lost =
+        PacketLoss::add_matching(&pair.b, PairTopology::IFNAME, Direction::Ingress, 20, &data)?;
+    let _local =
+        PacketLoss::add_matching(&pair.a, PairTopology::IFNAME, Direction::Egress, 10, &data)?;
+    let fails_before = retrans_fails(&pair)?;
+    let mut opts = iperf3_opts(PairTopology::B_IP, 5304, "cubic", 40304, 3);
+    opts.bitrate = Some("200M".into());
+    traffic::iperf3_client(&pair.a, &opts)?;
+    let fails = retrans_fails(&pair)? - fails_before;
+    let report = watch.interrupt()?;
+    let rows = rows(&report)?;
+    let row = row_for(&rows, SocketAddr::new(ip(PairTopology::A_IP)?, 40304))?;
+    println!(
+        "TCPRetransFail +{fails}; tracepoint full {} small {} of {} retransmits\n  {}",
+        row.full_size_retransmits,
+        row.small_retransmits,
+        row.retransmits,
+        row.describe()
+    );
+    ensure!(fails > 0, "the sender's device failed no retransmission");
+    assert_sizes_add_up(row)
+}
+
+/// The sender's count of retransmissions that failed after the kernel counted them.
+fn retrans_fails(pair: &PairTopology) -> Result<u64> {
+    net_counters(&pair.a)?
+        .get("TcpExtTCPRetransFail")
+        .copied()
+        .context("no TcpExtTCPRetransFail in /proc/net/netstat")
 }

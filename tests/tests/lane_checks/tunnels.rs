@@ -1,7 +1,7 @@
 //! Bonds under kernel WireGuard and the overlays the host's kernel lacks, as
 //! tests/vm/tunnels.sh left them.
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use netdoctor_lab::kernel_lane::{runs_suite, Run};
 use serde_json::Value;
 
@@ -55,6 +55,13 @@ fn layer2_bond(run: &Run, case: &str, mode: &str, policy: &str, pinned: bool) ->
     Ok(())
 }
 
+/// Findings a bond twin may give besides none: loss its connection really had. The three
+/// guests share two cores under TCG, and a starved one drops in its own queues: a 6.1 twin
+/// read 1.1 % retransmissions at a 34.5 ms smoothed RTT over veth members (another 2.2 %
+/// with QDISC drops), which netdoctor rightly reports. Any other finding, the bond's above
+/// all, is a false one.
+const MEASURED_LOSS: [&str; 2] = ["tcp.cubic_on_lossy_path", "tcp.high_retransmits"];
+
 fn layer34_twin(run: &Run, case: &str, mode: &str) -> Result<()> {
     let d = diagnosis(run, case)?;
     ensure!(
@@ -63,15 +70,39 @@ fn layer34_twin(run: &Run, case: &str, mode: &str) -> Result<()> {
         "the bond underlay was not recognised:\n{}",
         d.describe()
     );
-    // tunnels.sh saves /proc/net/bonding for the 802.3ad cases only (their LACP state).
-    d.expect_healthy().with_context(|| {
-        let bonding = run.text(&format!("{case}.bonding"));
-        if bonding.trim().is_empty() {
-            format!("{mode} bond, layer3+4: the healthy twin")
-        } else {
-            format!("the bonds before the window:\n{bonding}")
-        }
-    })
+    let problems: Vec<&str> = d
+        .problems()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap_or("?"))
+        .collect();
+    let retransmitted: i64 = d
+        .flows()
+        .iter()
+        .filter_map(|f| f["retransmits"].as_i64())
+        .sum();
+    let false_ones: Vec<&str> = problems
+        .iter()
+        .copied()
+        .filter(|id| !MEASURED_LOSS.contains(id) || retransmitted == 0)
+        .collect();
+    ensure!(
+        false_ones.is_empty(),
+        "the layer3+4 twin reported {false_ones:?} ({retransmitted} retransmissions in the \
+         window); {}:\n{}",
+        bonding_context(run, case, mode),
+        d.describe()
+    );
+    d.check_exit_code()
+}
+
+/// tunnels.sh saves /proc/net/bonding for the 802.3ad cases only (their LACP state).
+fn bonding_context(run: &Run, case: &str, mode: &str) -> String {
+    let bonding = run.text(&format!("{case}.bonding"));
+    if bonding.trim().is_empty() {
+        format!("{mode} bond, layer3+4")
+    } else {
+        format!("the bonds before the window:\n{bonding}")
+    }
 }
 
 /// One overlay: kind, expected overhead, the largest MTU that fits, options that must be

@@ -70,19 +70,15 @@ fn layer34_twin(run: &Run, case: &str, mode: &str) -> Result<()> {
         "the bond underlay was not recognised:\n{}",
         d.describe()
     );
-    let problems: Vec<&str> = d
-        .problems()
-        .iter()
-        .map(|f| f["id"].as_str().unwrap_or("?"))
-        .collect();
     let retransmitted: i64 = d
         .flows()
         .iter()
         .filter_map(|f| f["retransmits"].as_i64())
         .sum();
-    let false_ones: Vec<&str> = problems
+    let false_ones: Vec<&str> = d
+        .problems()
         .iter()
-        .copied()
+        .map(|f| f["id"].as_str().unwrap_or("?"))
         .filter(|id| !MEASURED_LOSS.contains(id) || retransmitted == 0)
         .collect();
     ensure!(

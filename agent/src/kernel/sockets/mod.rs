@@ -113,8 +113,7 @@ impl<'obj> SocketProbes<'obj> {
         };
         let netns = crate::kernel::netns::current_netns().unwrap_or(0);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-            rodata.retransmit_has_err =
-                btf::tracepoint_args(&kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3;
+            rodata.retransmit_has_err = retransmit_passes_err(&kernel);
             rodata.target_netns = netns;
         }
         open.progs.nd_iter_tcp.set_autoload(signals.snapshots);
@@ -243,6 +242,13 @@ impl<'obj> SocketProbes<'obj> {
 }
 
 /// What a report says when `lost` close events did not fit the ring buffer.
+/// Whether this kernel's tcp_retransmit_skb tracepoint passes `err`, and so fires for failed
+/// attempts too: the program then counts those the kernel counted in `total_retrans`, and
+/// the sizes it reports add up to that count (older kernels trace successes only).
+pub fn retransmit_passes_err(kernel: &libbpf_rs::btf::Btf<'_>) -> bool {
+    btf::tracepoint_args(kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3
+}
+
 pub fn lost_closes_note(lost: u64) -> String {
     format!(
         "{lost} connection-close events were lost (ring buffer full): short connections may be missing"

@@ -12,23 +12,23 @@ use netdoctor_lab::{lab_guard, traffic, Direction, Iperf3Server, PacketLoss, Pai
 use crate::sockets_drops::helpers::{f64_field, ip, iperf3_opts};
 use crate::sockets_drops::rows::{assert_only_local, cc_aggregate, row_for, rows, Row};
 
-/// Whether this kernel's tcp_retransmit_skb tracepoint passes `err`, i.e. fires for the
-/// attempts that failed after the kernel counted them too (older ones fire on success only).
-fn tracepoint_has_err() -> Result<bool> {
+/// Whether the retransmitted segments' sizes must add up to the kernel's count exactly on
+/// this kernel (its tcp_retransmit_skb tracepoint passes `err`).
+fn sizes_exact() -> Result<bool> {
     let btf = ::netdoctor::kernel::btf::vmlinux().context("no kernel BTF")?;
-    Ok(::netdoctor::kernel::btf::tracepoint_args(&btf, "tcp_retransmit_skb").unwrap_or(2) >= 3)
+    Ok(::netdoctor::kernel::sockets::retransmit_passes_err(&btf))
 }
 
 /// Full-MSS plus shorter retransmitted segments: the kernel's count (`total_retrans`) where
-/// the tracepoint passes `err`, at most that elsewhere; never none when there were some.
-fn assert_sizes_add_up(row: &Row) -> Result<()> {
+/// `exact` ([`sizes_exact`]), at most that elsewhere; never none when there were some.
+fn assert_sizes_add_up(row: &Row, exact: bool) -> Result<()> {
     let sizes = row.full_size_retransmits + row.small_retransmits;
     ensure!(
         row.retransmits == 0 || sizes > 0,
         "tcp_retransmit_skb aggregates empty: {}",
         row.describe()
     );
-    if tracepoint_has_err()? {
+    if exact {
         ensure!(
             sizes == row.retransmits,
             "full {} + small {} != retransmits {}: {}",
@@ -96,6 +96,7 @@ fn retransmit_ratio_follows_loss() -> Result<()> {
     let rows = rows(&report)?;
     assert_only_local(&rows, PairTopology::A_IP)?;
 
+    let exact = sizes_exact()?;
     let mut ratios = Vec::new();
     for (percent, cport, iperf, dropped) in &runs {
         let row = row_for(&rows, SocketAddr::new(a_ip, *cport))?;
@@ -138,7 +139,7 @@ fn retransmit_ratio_follows_loss() -> Result<()> {
                 "retrans_ratio 0 with {percent} % loss: {}",
                 row.describe()
             );
-            assert_sizes_add_up(row)?;
+            assert_sizes_add_up(row, exact)?;
         }
         ratios.push(row.retrans_ratio);
     }
@@ -189,7 +190,7 @@ fn retransmissions_the_senders_device_drops_still_count() -> Result<()> {
         row.describe()
     );
     ensure!(fails > 0, "the sender's device failed no retransmission");
-    assert_sizes_add_up(row)
+    assert_sizes_add_up(row, sizes_exact()?)
 }
 
 /// The sender's count of retransmissions that failed after the kernel counted them.

@@ -240,6 +240,31 @@ static __always_inline bool retransmit_not_counted(int err)
 	return err == -EBUSY || err == -ENOMEM || err == -EHOSTUNREACH || err == -EAGAIN;
 }
 
+/* The segments a retransmission added to total_retrans, as the kernel counts them:
+ * tcp_skb_pcount(), the skb's gso_segs, cut at gso_size, the MSS of the moment. That MSS
+ * can be below mss_cache (an outgoing header carrying SACK blocks leaves less room for
+ * data), so a full-size skb resent then is two segments on the wire: dividing by mss_cache
+ * counted one. *full: those of a whole gso_size (of mss_cache for a single segment, whose
+ * skb keeps no gso_size); *small: a shorter tail, or a bare SYN or FIN. */
+static __always_inline void retransmit_segs(const struct sk_buff *skb, __u32 len, __u32 mss,
+					    __u32 *full, __u32 *small)
+{
+	/* skb_shinfo(): at skb->end, an offset from head on 64-bit kernels. */
+	const unsigned char *head = BPF_CORE_READ(skb, head);
+	const struct skb_shared_info *shinfo = (const void *)(head + BPF_CORE_READ(skb, end));
+	__u32 segs = BPF_CORE_READ(shinfo, gso_segs);
+	__u32 size = BPF_CORE_READ(shinfo, gso_size);
+
+	if (segs > 1 && size) {
+		*full = len / size;
+		*small = len - *full * size ? 1 : 0;
+		return;
+	}
+	/* One segment (or, never seen, no count at all: one, as the kernel's minimum). */
+	*full = mss && len >= mss ? 1 : 0;
+	*small = 1 - *full;
+}
+
 /* Only the first two arguments are declared: a kernel without `err` would refuse a
  * program that declares it. ctx[2] is read only when the agent found it in BTF (the
  * verifier prunes the branch otherwise). */
@@ -267,20 +292,18 @@ int BPF_PROG(nd_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
 		if (!st)
 			return 0;
 	}
-	/* A write-queue skb holds payload only: its length is the data being resent. A bare
-	 * SYN or FIN has none and is one small segment, as tcp_skb_pcount() counts it. */
+	/* A write-queue skb holds payload only: its length is the data being resent. */
 	__u32 len = BPF_CORE_READ(skb, len);
 	__u32 mss = BPF_CORE_READ(tp, mss_cache);
-	__u32 full = mss ? len / mss : 0;
-	__u32 tail = mss ? len - full * mss : len;
-	bool small = tail || !len;
+	__u32 full, small;
 
+	retransmit_segs(skb, len, mss, &full, &small);
 	__sync_fetch_and_add(&st->events, 1);
-	__sync_fetch_and_add(&st->segs, full + (small ? 1 : 0));
+	__sync_fetch_and_add(&st->segs, full + small);
 	__sync_fetch_and_add(&st->bytes, len);
 	__sync_fetch_and_add(&st->full_segs, full);
 	if (small)
-		__sync_fetch_and_add(&st->small_segs, 1);
+		__sync_fetch_and_add(&st->small_segs, small);
 	st->last_ns = bpf_ktime_get_ns();
 	st->ifindex = egress_ifindex(sk);
 	st->mss = mss;

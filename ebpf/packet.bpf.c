@@ -63,9 +63,9 @@ const volatile __u32 size_bounds[ND_SIZE_BUCKETS - 1] = {
 	ND_SIZE_BOUND_5, ND_SIZE_BOUND_6, ND_SIZE_BOUND_7, ND_SIZE_BOUND_8,
 };
 
-/* Non-zero: every packet goes through the stages, never fast_account(). For the test that
- * proves both parse alike; the verifier drops the branch not taken, so it costs nothing. */
-const volatile __u32 stages_only = 0;
+/* enum nd_path's bits, published for the agent's check (limits.rs) like size_bounds. */
+const volatile __u8 path_bits[5] = { ND_PATH_LOCAL_TCP, ND_PATH_STAGES, ND_PATH_USER_PORTS,
+				     ND_PATH_LOCAL_IN4, ND_PATH_LOCAL_IN6 };
 
 
 /* The data plane's parts (see above). */
@@ -264,7 +264,7 @@ int nd_xdp_ingress(struct xdp_md *ctx)
 	struct nd_pkt p;
 
 	xdp_meta(ctx, ifindex, ifs->link, &m);
-	if ((!stages_only &&
+	if ((!(ifs->path & ND_PATH_STAGES) &&
 	     fast_account((void *)(long)ctx->data, (void *)(long)ctx->data_end, ifs, &m, &p)) ||
 	    slow_result(nd_slow_xdp(ctx), &p)) {
 		flow_record(&p);
@@ -325,16 +325,14 @@ static __always_inline void account_skb(struct __sk_buff *skb, __u32 dir)
 
 	if (!ifs)
 		return; /* not an interface the agent watches */
-	/* The interface's setting rather than a program setting: it lies in the line just
-	 * loaded, where a setting is one more cache line per packet. */
-	if (ifs->local_tcp && local_tcp_account(skb, ifs, ifindex, dir))
+	if ((ifs->path & ND_PATH_LOCAL_TCP) && local_tcp_account(skb, ifs, ifindex, dir))
 		return;
 	struct nd_meta m;
 	struct nd_pkt p;
 
 	skb_meta(skb, ifindex, dir, ifs->link, &m);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
-	if ((!stages_only && fast_account(data, data_end, ifs, &m, &p)) ||
+	if ((!(ifs->path & ND_PATH_STAGES) && fast_account(data, data_end, ifs, &m, &p)) ||
 	    slow_result(nd_slow_skb(skb, dir), &p)) {
 		flow_record(&p);
 		if (unlikely(p.wg_msg >= 0))

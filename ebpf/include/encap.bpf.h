@@ -74,17 +74,21 @@ static __always_inline int wg_fields(const __u8 *payload, const void *end, __u32
 	return 1;
 }
 
-/* Classifies a UDP datagram; sets *wg_msg for WireGuard. `len` is the UDP payload length. */
+/* Classifies a UDP datagram; sets *wg_msg for WireGuard. `len` is the UDP payload length.
+ * `ports`: compare with the configured tunnel ports (ND_PATH_USER_PORTS; with none
+ * configured, skipping them spares the line they lie in). */
 static __always_inline __u8 classify_udp(__u16 sport, __u16 dport, const __u8 *payload,
-					 const void *end, __u32 len, int *wg_msg)
+					 const void *end, __u32 len, int ports, int *wg_msg)
 {
 	*wg_msg = -1;
+	if (ports) {
 #pragma unroll
-	for (int i = 0; i < ND_MAX_USER_PORTS; i++) {
-		__u16 port = user_ports[i];
+		for (int i = 0; i < ND_MAX_USER_PORTS; i++) {
+			__u16 port = user_ports[i];
 
-		if (port && (port == sport || port == dport))
-			return user_port_encap[i];
+			if (port && (port == sport || port == dport))
+				return user_port_encap[i];
+		}
 	}
 	if (dport == VXLAN_PORT || dport == VXLAN_LINUX_PORT) {
 		/* The I flag must be set; everything else in the first byte is reserved. */

@@ -119,7 +119,8 @@ static __always_inline int fast_account(void *data, void *data_end, struct nd_if
 		sport = bpf_ntohs(uh->source);
 		dport = bpf_ntohs(uh->dest);
 		p->encap = classify_udp(sport, dport, (__u8 *)(uh + 1), data_end,
-					l4_len > l4_hdr ? l4_len - l4_hdr : 0, &wg);
+					l4_len > l4_hdr ? l4_len - l4_hdr : 0,
+					ifs->path & ND_PATH_USER_PORTS, &wg);
 		p->wg_msg = wg;
 		/* Read only for WireGuard (wg_path.bpf.h): other packets never look at them. */
 		if (wg >= 0)

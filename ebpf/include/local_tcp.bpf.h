@@ -24,11 +24,14 @@
  * - ingress: a PACKET_HOST frame to one of this host's addresses (`local_addrs`, written by
  *   the agent), for a family the host does not forward: with forwarding off nothing
  *   addressed here can leave again, whereas a forwarding host can DNAT it onward (port
- *   forwards, Kubernetes NodePorts), which must keep its flow record.
+ *   forwards, Kubernetes NodePorts), which must keep its flow record. The interface's
+ *   ND_PATH_LOCAL_IN4/IN6 bits say which families can be local at all, so that a router's
+ *   received packets never load `local_addrs`.
  * - SYNs never take it: their MSS option is read by the stages and kept in the flow table.
  *
- * The agent turns the path on (each interface's `local_tcp`) only where socket telemetry is
- * loaded, and `--local-tcp packets` turns it off: every segment then gets its flow record.
+ * The agent turns the path on (ND_PATH_LOCAL_TCP in each interface's `path`) only where
+ * socket telemetry is loaded, and `--local-tcp packets` turns it off: every segment then
+ * gets its flow record.
  *
  * The retransmission check keeps one sequence entry per received connection and interface
  * in `local_seq` (a hash of the addresses, ports and interface picks it, a 32-bit
@@ -168,7 +171,8 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, struct nd_if
 	} else {
 		__u32 zero = 0;
 
-		if (skb->pkt_type != PACKET_HOST)
+		if (skb->pkt_type != PACKET_HOST ||
+		    !(ifs->path & (ND_PATH_LOCAL_IN4 | ND_PATH_LOCAL_IN6)))
 			return 0;
 		a = bpf_map_lookup_elem(&local_addrs, &zero);
 		if (!a)
@@ -192,7 +196,7 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, struct nd_if
 		th = (void *)(ip + 1);
 		if ((void *)(th + 1) > data_end)
 			return 0;
-		if (a && !local_v4(a, ip->daddr))
+		if (a && (!(ifs->path & ND_PATH_LOCAL_IN4) || !local_v4(a, ip->daddr)))
 			return 0;
 		ip_field = bpf_ntohs(ip->tot_len);
 		hdr_len = sizeof(*ip);
@@ -206,7 +210,7 @@ static __always_inline int local_tcp_account(struct __sk_buff *skb, struct nd_if
 		th = (void *)(ip6 + 1);
 		if ((void *)(th + 1) > data_end)
 			return 0;
-		if (a && !local_v6(a, &ip6->daddr))
+		if (a && (!(ifs->path & ND_PATH_LOCAL_IN6) || !local_v6(a, &ip6->daddr)))
 			return 0;
 		ip_field = ip6->payload_len ? bpf_ntohs(ip6->payload_len) + sizeof(*ip6) : 0;
 		hdr_len = sizeof(*ip6);

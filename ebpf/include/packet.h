@@ -57,6 +57,28 @@ enum nd_link {
 	ND_LINK_RAWIP = 1,
 };
 
+/* What an interface's packets go through (struct nd_iface_dir's `path`, bits). Settings of
+ * the interface rather than of the program: they lie in the line every packet loads first,
+ * where a program setting (.rodata, .bss) is one more cache line per packet, 15-20 ns under
+ * traffic on some machines (docs/performance.md). With no bit set, every IP packet gets a
+ * flow record and plain TCP and UDP are parsed inline. */
+enum nd_path {
+	/* This host's own TCP takes the local path first (local_tcp.bpf.h). */
+	ND_PATH_LOCAL_TCP = 1,
+	/* Every packet through the general stages, never inline: the same figures, slower; for
+	 * the test that proves both parse alike. */
+	ND_PATH_STAGES = 2,
+	/* Tunnel ports are configured (encap.bpf.h's user_ports): UDP compares its ports with
+	 * them. The agent sets it after the first port is in place. */
+	ND_PATH_USER_PORTS = 4,
+	/* Received IPv4 (IPv6) TCP may be this host's own: the host does not forward the
+	 * family and its addresses fit `local_addrs` (local_tcp.bpf.h), which a received
+	 * segment is compared with only then. Without, a router's received packets would load
+	 * that line for nothing. */
+	ND_PATH_LOCAL_IN4 = 8,
+	ND_PATH_LOCAL_IN6 = 16,
+};
+
 /* Encapsulation recognised on an underlay flow. */
 enum nd_encap {
 	ND_ENCAP_NONE = 0,
@@ -110,7 +132,7 @@ struct nd_dir_stats {
  * ifindex % ND_MAX_IFACES when it is free (another one when two watched interfaces share
  * the remainder, found through `iface_slot`), so a packet finds its counters from its
  * ifindex and its CPU alone: one load, no chain of lookups, which under load costs a cache
- * miss each. The agent writes mtu, link and local_tcp, then `ifindex`, which makes the slot
+ * miss each. The agent writes mtu, link and path, then `ifindex`, which makes the slot
  * live; the programs count only into a value whose `ifindex` is the packet's, so they never
  * allocate. 256 bytes in a page-aligned (mappable) array: the header and the counters
  * every packet touches share the first two cache lines. */
@@ -118,9 +140,9 @@ struct nd_iface_dir {
 	__u32 ifindex; /* the interface that owns the slot; 0: free */
 	__u32 mtu;
 	__u8 link;      /* enum nd_link */
-	/* Non-zero: TCP segments of local connections take the local path (local_tcp.bpf.h); the
-	 * agent sets it where socket telemetry describes those connections. */
-	__u8 local_tcp;
+	/* enum nd_path: ND_PATH_LOCAL_TCP where socket telemetry describes this host's own
+	 * connections (the agent decides). */
+	__u8 path;
 	/* The local path's sequence hint (local_tcp.bpf.h): the connection whose data this CPU saw
 	 * last here (a 16-bit tag), and the highest sequence end it saw. Programs only. */
 	__u16 seq_tag;

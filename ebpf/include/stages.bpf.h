@@ -150,7 +150,10 @@ static __always_inline void udp_fields(struct udphdr *uh, void *end, __u32 l4_le
 	l4->dport = bpf_ntohs(uh->dest);
 	l4->hdr_len = sizeof(*uh);
 	l4->payload = l4_len > sizeof(*uh) ? l4_len - sizeof(*uh) : 0;
-	l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), end, l4->payload, &wg);
+	/* The slow path always compares the ports: it has no interface at hand, and a port
+	 * that is not configured is 0, matching nothing. */
+	l4->encap = classify_udp(l4->sport, l4->dport, (__u8 *)(uh + 1), end, l4->payload, 1,
+				 &wg);
 	l4->wg_msg = wg;
 	if (wg >= 0)
 		l4->wg_ok = wg_fields((__u8 *)(uh + 1), end, &l4->wg_idx, &l4->wg_ctr);

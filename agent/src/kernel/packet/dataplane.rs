@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 
-use super::options::{Hooks, IngressHook, LinkType, Options, ProgramKind, TunnelPort};
+use super::options::{Hooks, IngressHook, LinkType, Options, ProgramKind};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramMut};
 
@@ -14,7 +14,6 @@ use crate::kernel::error::{Error, Result};
 use crate::kernel::packet::flow_cache::{self, SlotView};
 use crate::kernel::packet::flow_lookup;
 use crate::kernel::packet::flow_table;
-use crate::kernel::packet::local_tcp;
 use crate::kernel::packet::mapped::Mapped;
 use crate::kernel::packet::table_count;
 use crate::kernel::packet::wg_path;
@@ -49,6 +48,9 @@ pub struct Dataplane<'obj> {
     /// The largest eviction count read so far (readings never go backwards).
     pub(super) evictions_seen: std::sync::atomic::AtomicU64,
     pub(super) options: Options,
+    /// The families whose received segments can be local (PATH_LOCAL_IN4/IN6), as the
+    /// latest [`Self::refresh_local_addrs`] found them.
+    pub(super) local_in: std::sync::atomic::AtomicU8,
     /// What closing the agent's windows remembers between them.
     pub(super) window_state: super::window_ring::WindowState,
     /// The iterator reading the kernel's count of the table's entries, where it has one.
@@ -78,12 +80,6 @@ impl<'obj> Dataplane<'obj> {
         let mut open = PacketSkelBuilder::default()
             .open(storage)
             .map_err(Error::from_load)?;
-        let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
-            Error::Load(libbpf_rs::Error::from(std::io::Error::other(
-                "packet.bpf.c has no .rodata",
-            )))
-        })?;
-        rodata.stages_only = u32::from(options.stages_only);
         let bss = open.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
         for (i, tp) in options.tunnel_ports.iter().enumerate() {
             bss.user_port_encap[i] = tp.encap as u8;
@@ -141,32 +137,13 @@ impl<'obj> Dataplane<'obj> {
             flow_cache,
             evictions_seen: std::sync::atomic::AtomicU64::new(0),
             options,
+            local_in: Default::default(),
             window_state: Default::default(),
             table_count,
             lookup,
         };
         dp.refresh_local_addrs();
         Ok(dp)
-    }
-
-    /// Recognises UDP port `tp.port` as `tp.encap` from now on (a tunnel daemon found while
-    /// running). Returns false if the port is known already; fails when all
-    /// [`MAX_TUNNEL_PORTS`] slots are taken.
-    pub fn add_tunnel_port(&mut self, tp: TunnelPort) -> Result<bool> {
-        let bss = self.skel.maps.bss_data.as_deref_mut().ok_or_else(no_bss)?;
-        if bss.user_ports.contains(&tp.port) {
-            return Ok(false);
-        }
-        let free = bss
-            .user_ports
-            .iter()
-            .position(|p| *p == 0)
-            .ok_or(Error::TooManyTunnelPorts(MAX_TUNNEL_PORTS))?;
-        // The kind first: the programs read the port, then its kind.
-        bss.user_port_encap[free] = tp.encap as u8;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        bss.user_ports[free] = tp.port;
-        Ok(true)
     }
 
     /// A program, e.g. for `BPF_PROG_TEST_RUN` or its kernel statistics. The XDP one is
@@ -215,13 +192,13 @@ impl<'obj> Dataplane<'obj> {
         }
         let mut slots = self.slots();
         let link = u8::from(link == LinkType::RawIp);
-        let local_tcp = u8::from(self.options.local_path());
+        let path = self.path();
         let slot = match slots.get(&index) {
             // A live slot: the programs count into it, so only its header is written, in
             // place (rewriting the whole value would lose what they count meanwhile, and
             // a counter that goes back reads as a slot watched afresh).
             Some(&slot) => {
-                self.write_header(slot, mtu, link, local_tcp)?;
+                self.write_header(slot, mtu, link, path)?;
                 slot
             }
             None => {
@@ -238,7 +215,7 @@ impl<'obj> Dataplane<'obj> {
                 self.write_counters(slot, |_| nd_iface_dir {
                     mtu,
                     link,
-                    local_tcp,
+                    path,
                     ..Default::default()
                 })?;
                 self.write_counters(slot, |old| nd_iface_dir {
@@ -279,9 +256,10 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
-    /// Writes MTU, link and local_tcp into `slot`'s header, both directions on every CPU,
+    /// Writes MTU, link and path into `slot`'s header, both directions on every CPU,
     /// through a mapping of the counters: nothing else of the values changes.
-    fn write_header(&self, slot: u32, mtu: u32, link: u8, local_tcp: u8) -> Result<()> {
+    fn write_header(&self, slot: u32, mtu: u32, link: u8, path: u8) -> Result<()> {
+        self.write_path(slot, path)?;
         let map = &self.skel.maps.iface_stats;
         let values = Mapped::map(map, true).map_err(|e| Error::Map {
             map: "iface_stats",
@@ -291,11 +269,6 @@ impl<'obj> Dataplane<'obj> {
             let index = u32::from_ne_bytes(key) as usize;
             values.store_u32(index, std::mem::offset_of!(nd_iface_dir, mtu), mtu);
             values.store_u8(index, std::mem::offset_of!(nd_iface_dir, link), link);
-            values.store_u8(
-                index,
-                std::mem::offset_of!(nd_iface_dir, local_tcp),
-                local_tcp,
-            );
         }
         Ok(())
     }
@@ -339,13 +312,10 @@ impl<'obj> Dataplane<'obj> {
         let _ = self.write_counters(slot, |_| nd_iface_dir::default());
     }
 
-    /// Tells the data plane this namespace's addresses and forwarding settings again, when
-    /// it takes the local path ([`local_tcp::refresh`]). The agent calls it every
-    /// evaluation.
-    pub fn refresh_local_addrs(&self) {
-        if self.options.local_path() {
-            local_tcp::refresh(&self.skel.maps.local_addrs);
-        }
+    /// What the interfaces' packets go through (the bits of `enum nd_path`): the options'
+    /// and the families received segments can be local in.
+    pub(super) fn path(&self) -> u8 {
+        self.options.path() | self.local_in.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every WireGuard session the underlays received ([`wg_path::sessions`]).

@@ -15,6 +15,9 @@ use super::counters::SIZE_BUCKET_BOUNDS;
 use super::dataplane::{MAX_IFACES, MAX_TUNNEL_PORTS, SLOT_ARRAY_IFINDEX};
 use super::flow_cache::SLOTS_PER_CPU;
 use super::local_tcp;
+use super::options::{
+    PATH_LOCAL_IN4, PATH_LOCAL_IN6, PATH_LOCAL_TCP, PATH_STAGES, PATH_USER_PORTS,
+};
 use crate::kernel::bpf::packet::PacketSkelBuilder;
 
 #[test]
@@ -74,6 +77,18 @@ fn mirrored_limits_match_the_compiled_object() {
     assert_eq!(
         rodata.size_bounds, SIZE_BUCKET_BOUNDS,
         "SIZE_BUCKET_BOUNDS against ND_SIZE_BOUND_* (size_bounds)"
+    );
+    // enum nd_path's bits, published in `path_bits`.
+    assert_eq!(
+        rodata.path_bits,
+        [
+            PATH_LOCAL_TCP,
+            PATH_STAGES,
+            PATH_USER_PORTS,
+            PATH_LOCAL_IN4,
+            PATH_LOCAL_IN6
+        ],
+        "PATH_* against enum nd_path (path_bits)"
     );
 
     let addrs = crate::kernel::views::nd_local_addrs::default();

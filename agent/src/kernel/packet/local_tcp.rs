@@ -10,9 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::Serialize;
 
-use libbpf_rs::{MapCore, MapFlags};
-
-use crate::kernel::views::{encode, nd_local_addrs};
+use crate::kernel::views::nd_local_addrs;
 
 /// How TCP segments of this host's own connections are accounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -102,25 +100,6 @@ impl LocalAddrs {
         }
         v
     }
-}
-
-/// Writes this namespace's addresses and forwarding settings into `local_addrs` (they
-/// change: DHCP, tunnels coming up, `sysctl -w`). The agent calls it every evaluation.
-/// On failure received segments keep whatever the map held: logged, never fatal. A
-/// packet racing with the update may be classified with the old list.
-pub(super) fn refresh(local_addrs: &impl MapCore) {
-    let addrs = match LocalAddrs::read() {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!("reading this host's addresses for the local path: {e}");
-            return;
-        }
-    };
-    let value = addrs.value();
-    if let Err(e) = local_addrs.update(&0u32.to_ne_bytes(), encode(&value), MapFlags::ANY) {
-        tracing::warn!("BPF map local_addrs: {e}");
-    }
-    tracing::debug!(?addrs, usable = ?addrs.usable(), "local path addresses");
 }
 
 /// Whether forwarding is on (`key` as a sysctl name, e.g. `net.ipv4.ip_forward`): a value

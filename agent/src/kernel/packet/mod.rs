@@ -10,6 +10,8 @@
 //! - `mapped`: mappable arrays read and written in place (the flow cache, headers);
 //! - [`local_tcp`]: the local path, TCP of this host's own connections counted per
 //!   interface (socket telemetry describes each connection);
+//! - `iface_path`: what each watched interface's packets go through (tunnel ports, the
+//!   families local), kept in its counters' header;
 //! - [`tunnel_traffic`]: flows grouped into tunnel traffic between endpoints;
 //! - [`wg_path`]: WireGuard sessions received (loss) and handshakes sent (round trips).
 
@@ -21,6 +23,7 @@ pub mod flow_cache;
 mod flow_lookup;
 pub mod flow_table;
 pub mod flows;
+mod iface_path;
 #[cfg(test)]
 mod limits;
 pub mod local_tcp;

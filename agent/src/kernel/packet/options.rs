@@ -57,6 +57,18 @@ pub struct TunnelPort {
     pub encap: Encap,
 }
 
+/// The bits of `enum nd_path` in ebpf/include/packet.h (checked by the `limits` test), which
+/// every watched interface's counters carry: this host's own TCP takes the local path.
+pub(crate) const PATH_LOCAL_TCP: u8 = 1;
+/// Every packet through the general stages ([`Options::stages_only`]).
+pub(crate) const PATH_STAGES: u8 = 2;
+/// Tunnel ports are configured ([`Options::tunnel_ports`]).
+pub(crate) const PATH_USER_PORTS: u8 = 4;
+/// Received IPv4 TCP may be this host's own ([`super::local_tcp::LocalAddrs::usable`]).
+pub(crate) const PATH_LOCAL_IN4: u8 = 8;
+/// The same for IPv6.
+pub(crate) const PATH_LOCAL_IN6: u8 = 16;
+
 /// Options for loading and attaching.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -119,6 +131,16 @@ impl Options {
     pub(crate) fn local_path(&self) -> bool {
         self.local_tcp == LocalTcp::Sockets && !self.stages_only
     }
+
+    /// What every watched interface's packets go through (the bits of `enum nd_path` in
+    /// ebpf/include/packet.h) as far as the options say; the data plane adds which families
+    /// received segments can be local in (`Dataplane::path`).
+    pub(crate) fn path(&self) -> u8 {
+        let bit = |on: bool, bit: u8| if on { bit } else { 0 };
+        bit(self.stages_only, PATH_STAGES)
+            | bit(self.local_path(), PATH_LOCAL_TCP)
+            | bit(!self.tunnel_ports.is_empty(), PATH_USER_PORTS)
+    }
 }
 
 /// The hooks in use on one interface.
@@ -148,4 +170,42 @@ pub enum ProgramKind {
     TcIngress,
     /// tc egress.
     TcEgress,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test mode excludes the local path, which needs socket telemetry asked for;
+    /// tunnel ports add their bit to either.
+    #[test]
+    fn path_follows_the_options() {
+        let with = |local_tcp, stages_only, ports: &[u16]| {
+            Options {
+                local_tcp,
+                stages_only,
+                tunnel_ports: ports
+                    .iter()
+                    .map(|&port| TunnelPort {
+                        port,
+                        encap: crate::kernel::views::Encap::Fastd,
+                    })
+                    .collect(),
+                ..Options::default()
+            }
+            .path()
+        };
+        assert_eq!(with(LocalTcp::Packets, false, &[]), 0);
+        assert_eq!(with(LocalTcp::Sockets, false, &[]), PATH_LOCAL_TCP);
+        assert_eq!(with(LocalTcp::Sockets, true, &[]), PATH_STAGES);
+        assert_eq!(with(LocalTcp::Packets, true, &[]), PATH_STAGES);
+        assert_eq!(
+            with(LocalTcp::Sockets, false, &[10000]),
+            PATH_LOCAL_TCP | PATH_USER_PORTS
+        );
+        assert_eq!(
+            with(LocalTcp::Packets, true, &[655, 10000]),
+            PATH_STAGES | PATH_USER_PORTS
+        );
+    }
 }

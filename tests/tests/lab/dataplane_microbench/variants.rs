@@ -43,7 +43,7 @@ impl Variant {
             }
         }
         let obj = open.load().with_context(|| format!("loading {path}"))?;
-        // struct nd_iface_dir: owner, MTU, link (Ethernet: 0), local_tcp on, at the offsets
+        // struct nd_iface_dir: owner, MTU, link (Ethernet: 0), the local path on, at the offsets
         // and sizes the object's BTF gives, so that variants whose header differs compare.
         if let Some(stats) = obj.maps().find(|m| m.name() == "iface_stats") {
             let mut v = vec![0u8; stats.value_size() as usize];
@@ -61,12 +61,14 @@ impl Variant {
             put(&mut v, "ifindex", &ifindex.to_ne_bytes())?;
             put(&mut v, "mtu", &1500u32.to_ne_bytes())?;
             // ND_LOCAL_TCP=0: the local path off, so local TCP takes the flow record as a
-            // forwarded packet would.
-            put(
-                &mut v,
-                "local_tcp",
-                &[u8::from(env_or("ND_LOCAL_TCP", 1) != 0)],
-            )?;
+            // forwarded packet would. `path` (enum nd_path's bits: 1 the local path, 8 and
+            // 16 received IPv4 and IPv6 may be local) was a flag named `local_tcp` before.
+            let local = env_or("ND_LOCAL_TCP", 1) != 0;
+            if header.contains_key("path") {
+                put(&mut v, "path", &[if local { 1 | 8 | 16 } else { 0 }])?;
+            } else {
+                put(&mut v, "local_tcp", &[u8::from(local)])?;
+            }
             for cpu in 0..ncpu {
                 for dir in 0..2 {
                     let key = (cpu * 256 + ifindex % 256) * 2 + dir;

@@ -4,7 +4,7 @@
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use netdoctor::kernel::packet::LinkType;
 use netdoctor::kernel::packet::{Dataplane, Options, TunnelPort};
 use netdoctor::kernel::views::Encap;
@@ -12,7 +12,9 @@ use netdoctor_lab::lab_guard;
 use netdoctor_lab::packet::builder::{self as pkt, Ext, Ipv4, Ipv6, Tcp};
 
 use crate::dataplane_test_run::expect::Expect;
-use crate::dataplane_test_run::harness::{run_cases, with_dp, A, A6, B, B6, ETHER_1500, PROGRAMS};
+use crate::dataplane_test_run::harness::{
+    pass_code, run_cases, test_run, with_dp, A, A6, B, B6, ETHER_1500, LO, PROGRAMS,
+};
 
 fn wireguard_messages_by_shape(dp: &Dataplane<'_>) -> Result<()> {
     let mut e = Expect::new(dp);
@@ -291,6 +293,63 @@ fn user_tunnel_ports() -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// A port added while the data plane runs (a daemon the agent found) is recognised from then
+/// on by every program on the inline path, whose interfaces' ND_PATH_USER_PORTS bit goes
+/// with it, and stays so when the interface's header is written again (an MTU change).
+#[test]
+fn tunnel_port_added_while_running() -> Result<()> {
+    use netdoctor::kernel::packet::ProgramKind;
+    lab_guard!();
+    let mut storage = MaybeUninit::uninit();
+    let mut dp = Dataplane::load(&mut storage, Options::default())?;
+    dp.watch(LO, 1500, LinkType::Ether)?;
+    // Distinct source ports per program and phase, so that each is a flow of its own.
+    let send = |dp: &Dataplane<'_>, kind: ProgramKind, sport: u16| -> Result<()> {
+        let frame = pkt::v4(pkt::UDP, &pkt::udp(sport, 10000, &pkt::data(50)));
+        let rc = test_run(dp, kind, &frame, None)?;
+        anyhow::ensure!(rc == pass_code(kind), "{kind:?}: {rc}");
+        Ok(())
+    };
+    let encap_of = |dp: &Dataplane<'_>, sport: u16| -> Result<Encap> {
+        let flows = dp.flows()?;
+        let f = flows
+            .iter()
+            .find(|f| f.src_port == sport && f.dst_port == 10000);
+        f.map(|f| f.encap)
+            .with_context(|| format!("no flow from port {sport}"))
+    };
+    for (i, kind) in PROGRAMS.into_iter().enumerate() {
+        send(&dp, kind, 41000 + i as u16)?;
+    }
+    let added = TunnelPort {
+        port: 10000,
+        encap: Encap::Fastd,
+    };
+    assert!(dp.add_tunnel_port(added)?, "a new port is added");
+    assert!(
+        !dp.add_tunnel_port(added)?,
+        "a known port is not added twice"
+    );
+    for (i, kind) in PROGRAMS.into_iter().enumerate() {
+        send(&dp, kind, 42000 + i as u16)?;
+    }
+    dp.watch(LO, 1400, LinkType::Ether)?;
+    for (i, kind) in PROGRAMS.into_iter().enumerate() {
+        send(&dp, kind, 43000 + i as u16)?;
+    }
+    for (i, kind) in PROGRAMS.into_iter().enumerate() {
+        let i = i as u16;
+        assert_eq!(encap_of(&dp, 41000 + i)?, Encap::None, "{kind:?} before");
+        assert_eq!(encap_of(&dp, 42000 + i)?, Encap::Fastd, "{kind:?} after");
+        assert_eq!(
+            encap_of(&dp, 43000 + i)?,
+            Encap::Fastd,
+            "{kind:?} watched again"
+        );
+    }
+    Ok(())
 }
 
 /// WireGuard by shape, VXLAN and GENEVE by port and header bits, GRE and IP in IP by

@@ -19,7 +19,7 @@ use netdoctor_lab::packet::random::Rng;
 use netdoctor_lab::{ci, lab_guard, Netns};
 
 use crate::dataplane_test_run::harness::{
-    counters, dir_of, pin, run, run_cases, tcp_seg, two_cpus, unpin, Case, ETHER_1500,
+    counters, dir_of, pin, run, run_cases, tcp_seg, two_cpus, unpin, Case, ETHER_1500, LO,
 };
 
 /// A received data segment of connection `sport` -> 10.0.0.2:80.
@@ -225,4 +225,44 @@ fn local_path_retransmission_check() -> Result<()> {
     ];
     ns.run_in(move || run_cases(options, &cases))
         .context("in the test namespace")?
+}
+
+/// Forwarding switched off and on while the data plane runs: a received segment to this
+/// host's address takes the local path only while the family is not forwarded, as the
+/// agent's refresh (every evaluation) finds it. Loaded with forwarding on, the interface's
+/// PATH_LOCAL_IN4 bit is clear, so the local path begins only once the refresh sets it.
+#[test]
+fn forwarding_switched_while_running_moves_the_local_path() -> Result<()> {
+    lab_guard!();
+    let ns = Netns::new()?;
+    ns.set_up("lo")?;
+    ns.add_addr("lo", &format!("{}/32", Ipv4Addr::new(10, 0, 0, 2)))?;
+    ns.sysctl("net.ipv4.ip_forward", "1")?;
+    ns.run_in(move || -> Result<()> {
+        let mut storage = std::mem::MaybeUninit::uninit();
+        let options = Options {
+            local_tcp: LocalTcp::Sockets,
+            ..Options::default()
+        };
+        let dp = Dataplane::load(&mut storage, options)?;
+        dp.watch(LO, 1500, netdoctor::kernel::packet::LinkType::Ether)?;
+        let forward = |on: &str| -> Result<()> {
+            // This thread is in the namespace: /proc/sys/net is its own.
+            std::fs::write("/proc/sys/net/ipv4/ip_forward", on)?;
+            dp.refresh_local_addrs();
+            Ok(())
+        };
+        // (local segments, flows) after one segment of a new connection.
+        let one = |sport: u16| -> Result<(u64, usize)> {
+            run(&dp, ProgramKind::TcIngress, &segment(sport, 1000, 100))?;
+            Ok((local(&dp)?.0, dp.flows()?.len()))
+        };
+        ensure!(one(41000)? == (0, 1), "forwarding on: a flow record");
+        forward("0")?;
+        ensure!(one(41001)? == (1, 1), "forwarding off: the local path");
+        forward("1")?;
+        ensure!(one(41002)? == (1, 2), "forwarding on again: a flow record");
+        Ok(())
+    })
+    .context("in the test namespace")?
 }

@@ -257,7 +257,7 @@ static __always_inline void retransmit_segs(const struct sk_buff *skb, __u32 len
 
 	if (segs > 1 && size) {
 		*full = len / size;
-		*small = len - *full * size ? 1 : 0;
+		*small = len > *full * size ? 1 : 0;
 		return;
 	}
 	/* One segment (or, never seen, no count at all: one, as the kernel's minimum). */

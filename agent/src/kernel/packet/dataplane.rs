@@ -256,19 +256,26 @@ impl<'obj> Dataplane<'obj> {
         })
     }
 
-    /// Writes MTU, link and path into `slot`'s header, both directions on every CPU,
-    /// through a mapping of the counters: nothing else of the values changes.
+    /// Writes MTU, link and path into `slot`'s header.
     fn write_header(&self, slot: u32, mtu: u32, link: u8, path: u8) -> Result<()> {
-        self.write_path(slot, path)?;
+        self.store_headers(slot, |values, index| {
+            values.store_u32(index, std::mem::offset_of!(nd_iface_dir, mtu), mtu);
+            values.store_u8(index, std::mem::offset_of!(nd_iface_dir, link), link);
+            values.store_u8(index, std::mem::offset_of!(nd_iface_dir, path), path);
+        })
+    }
+
+    /// Stores into `slot`'s header, both directions on every CPU, through a mapping of the
+    /// counters: `store` gets the mapping and a value's index, and nothing else of the values
+    /// changes.
+    pub(super) fn store_headers(&self, slot: u32, store: impl Fn(&Mapped, usize)) -> Result<()> {
         let map = &self.skel.maps.iface_stats;
         let values = Mapped::map(map, true).map_err(|e| Error::Map {
             map: "iface_stats",
             source: libbpf_rs::Error::from(e),
         })?;
         for (key, _) in self.counter_keys(slot) {
-            let index = u32::from_ne_bytes(key) as usize;
-            values.store_u32(index, std::mem::offset_of!(nd_iface_dir, mtu), mtu);
-            values.store_u8(index, std::mem::offset_of!(nd_iface_dir, link), link);
+            store(&values, u32::from_ne_bytes(key) as usize);
         }
         Ok(())
     }

@@ -10,7 +10,6 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::dataplane::{no_bss, Dataplane, MAX_TUNNEL_PORTS};
 use super::local_tcp::LocalAddrs;
-use super::mapped::Mapped;
 use super::options::{TunnelPort, PATH_LOCAL_IN4, PATH_LOCAL_IN6};
 use crate::kernel::error::{Error, Result};
 use crate::kernel::views::{encode, nd_iface_dir};
@@ -36,24 +35,18 @@ impl Dataplane<'_> {
         // Then the interfaces' bit, so a packet that sees it finds the port in place; and
         // in `options`, whose bits the interfaces watched from now on get.
         self.options.tunnel_ports.push(tp);
-        let slots: Vec<u32> = self.slots().values().copied().collect();
-        for slot in slots {
-            self.write_path(slot, self.path())?;
-        }
+        self.rewrite_paths()?;
         Ok(true)
     }
 
-    /// Writes `path` (enum nd_path) into `slot`'s header, both directions on every CPU,
-    /// through a mapping of the counters: nothing else of the values changes.
-    pub(super) fn write_path(&self, slot: u32, path: u8) -> Result<()> {
-        let map = &self.skel.maps.iface_stats;
-        let values = Mapped::map(map, true).map_err(|e| Error::Map {
-            map: "iface_stats",
-            source: libbpf_rs::Error::from(e),
-        })?;
-        for (key, _) in self.counter_keys(slot) {
-            let index = u32::from_ne_bytes(key) as usize;
-            values.store_u8(index, std::mem::offset_of!(nd_iface_dir, path), path);
+    /// Writes the data plane's `path` (enum nd_path) into every watched interface's header.
+    fn rewrite_paths(&self) -> Result<()> {
+        let path = self.path();
+        let slots: Vec<u32> = self.slots().values().copied().collect();
+        for slot in slots {
+            self.store_headers(slot, |values, index| {
+                values.store_u8(index, std::mem::offset_of!(nd_iface_dir, path), path);
+            })?;
         }
         Ok(())
     }
@@ -88,11 +81,8 @@ impl Dataplane<'_> {
         if self.local_in.swap(bits, Ordering::Relaxed) == bits {
             return;
         }
-        let slots: Vec<u32> = self.slots().values().copied().collect();
-        for slot in slots {
-            if let Err(e) = self.write_path(slot, self.path()) {
-                tracing::warn!("local path families on interface slot {slot}: {e}");
-            }
+        if let Err(e) = self.rewrite_paths() {
+            tracing::warn!("local path families into the interfaces' counters: {e}");
         }
     }
 }

@@ -241,7 +241,6 @@ impl<'obj> SocketProbes<'obj> {
     }
 }
 
-/// What a report says when `lost` close events did not fit the ring buffer.
 /// Whether this kernel's tcp_retransmit_skb tracepoint passes `err`, and so fires for failed
 /// attempts too: the program then counts those the kernel counted in `total_retrans`, and
 /// the sizes it reports add up to that count (older kernels trace successes only).
@@ -249,6 +248,7 @@ pub fn retransmit_passes_err(kernel: &libbpf_rs::btf::Btf<'_>) -> bool {
     btf::tracepoint_args(kernel, "tcp_retransmit_skb").unwrap_or(2) >= 3
 }
 
+/// What a report says when `lost` close events did not fit the ring buffer.
 pub fn lost_closes_note(lost: u64) -> String {
     format!(
         "{lost} connection-close events were lost (ring buffer full): short connections may be missing"

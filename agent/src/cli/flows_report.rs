@@ -55,6 +55,10 @@ pub struct FlowsReport {
     /// Close events the kernel could not queue (ring buffer full): short connections
     /// that may be missing from `sockets`.
     pub close_events_lost: u64,
+    /// Retransmission events the kernel did not pass to netdoctor (its program was already
+    /// running on that CPU): the sockets' full-size and smaller retransmits may add up to
+    /// less than their `retransmits` by these.
+    pub retransmit_events_missed: u64,
     /// The WireGuard tunnel the interface carries and its peers, read when the observation
     /// ended (null for other interfaces).
     pub tunnel: Option<TunnelPeers>,
@@ -106,6 +110,7 @@ impl FlowsReport {
     ) -> crate::kernel::Result<Self> {
         let socket_signals = sockets.map(|(p, _)| p.signals()).unwrap_or_default();
         let close_events_lost = sockets.map_or(0, |(p, _)| p.lost_events());
+        let retransmit_events_missed = sockets.map_or(0, |(p, _)| p.retransmit_runs_missed());
         let socket_rows = match sockets {
             Some((probes, baseline)) => {
                 baseline.rows(probes, iface.index, elapsed.as_secs_f64())?
@@ -143,6 +148,7 @@ impl FlowsReport {
             congestion_control_sysctl: CongestionControl::read(),
             socket_signals,
             close_events_lost,
+            retransmit_events_missed,
             interface: iface,
             tunnel: None,
             wireguard_paths,

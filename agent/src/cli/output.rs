@@ -40,6 +40,12 @@ pub(super) fn print_flows(r: &FlowsReport) {
             crate::kernel::sockets::lost_closes_note(r.close_events_lost)
         );
     }
+    if r.retransmit_events_missed > 0 {
+        println!(
+            "{}",
+            crate::kernel::sockets::missed_retransmits_note(r.retransmit_events_missed)
+        );
+    }
     print_tunnels(r);
     if let Some(tp) = &r.tunnel {
         path_output::print_peers(&r.interface.name, tp, &r.wireguard_paths);

@@ -70,6 +70,7 @@ pub const FAMILIES: &[Family] = &[
     ("netdoctor_bpf_stats_enabled", "Whether the kernel's BPF statistics are on (kernel.bpf_stats_enabled): the programs' run figures are exported only while they are.", GAUGE, &[]),
     ("netdoctor_bpf_run_time_seconds_total", "Time the kernel spent in the program since it loaded, while its BPF statistics were on (exported only while kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
     ("netdoctor_bpf_run_count_total", "Runs of the program since it loaded, while the kernel's BPF statistics were on (exported only while kernel.bpf_stats_enabled=1).", COUNTER, &["program"]),
+    ("netdoctor_bpf_missed_runs_total", "Runs of the program the kernel skipped because it was already running on that CPU (an interrupt hit its hook again): the events they would have counted are missing. Always exported (0 before Linux 5.12).", COUNTER, &["program"]),
     ("netdoctor_last_evaluation_timestamp_seconds", "When the last evaluation finished.", GAUGE, &[]),
     ("netdoctor_store_healthy", "1 while the history database takes writes, 0 while they fail (a full file system).", GAUGE, &[]),
     ("netdoctor_store_errors_total", "Operations of the monitor on the history database that failed (writes, mostly).", COUNTER, &[]),

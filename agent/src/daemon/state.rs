@@ -154,6 +154,9 @@ pub struct Health {
     pub bpf_stats_enabled: Option<bool>,
     /// Per loaded program: (run count, run time ns); empty unless the statistics are on.
     pub program_stats: BTreeMap<String, (u64, u64)>,
+    /// Per loaded program: runs the kernel skipped (already running on that CPU), always
+    /// read.
+    pub program_misses: BTreeMap<String, u64>,
     /// Every BPF program netdoctor has, and whether it loaded on this kernel.
     pub programs_loaded: BTreeMap<String, bool>,
     /// End of the last evaluation, ms since the epoch.

@@ -1,6 +1,7 @@
 //! The agent's own cost on `/metrics` (issue 34): each program it loaded reports runs and
 //! run time from the kernel's BPF statistics while `kernel.bpf_stats_enabled` reads 1, and
-//! nothing of them while it reads 0 (the agent never switches the statistics on itself).
+//! nothing of them while it reads 0 (the agent never switches the statistics on itself); the
+//! runs the kernel skipped are exported either way.
 //!
 //! The real agent in one end of a veth pair, pings from the other. Both tests set the
 //! host-wide sysctl and restore what it was, taking turns with every test that sets it
@@ -112,5 +113,18 @@ fn with_bpf_stats_off_no_run_figures_are_exported() -> Result<()> {
         stats_gauge(&m)? == Some(0.0),
         "netdoctor_bpf_stats_enabled is not 0"
     );
+    // Skipped runs are counted whether or not the statistics are on.
+    let samples = parse_metrics(&m)?;
+    for program in [INGRESS, "nd_tcp_retransmit", "nd_kfree_skb"] {
+        ensure!(
+            !find_metric(
+                &samples,
+                "netdoctor_bpf_missed_runs_total",
+                &[("program", program)]
+            )
+            .is_empty(),
+            "no netdoctor_bpf_missed_runs_total for {program}"
+        );
+    }
     Ok(())
 }

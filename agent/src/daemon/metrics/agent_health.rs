@@ -76,6 +76,13 @@ fn programs(out: &mut Out, view: &View, shared: &Shared) {
     if let Some(on) = h.bpf_stats_enabled {
         out.put("netdoctor_bpf_stats_enabled", &[], f64::from(u8::from(on)));
     }
+    for (program, missed) in &h.program_misses {
+        out.put(
+            "netdoctor_bpf_missed_runs_total",
+            &[program],
+            *missed as f64,
+        );
+    }
     for (program, (runs, ns)) in &h.program_stats {
         out.put("netdoctor_bpf_run_count_total", &[program], *runs as f64);
         out.put(

@@ -36,7 +36,7 @@ impl Monitor<'_> {
         // The kernel counts runs only while its statistics are on: read the switch, never
         // turn it (prog_stats).
         let stats_on = prog_stats::stats_enabled();
-        let program_stats = self.program_stats(stats_on);
+        let program_stats = self.program_stats();
 
         let mut view = self.shared.view_mut();
         publish_counters(&mut view, dp_now, window, &name_of, secs, now);
@@ -102,11 +102,9 @@ impl Monitor<'_> {
             * 2;
     }
 
-    /// The run counts of the loaded programs, read only while the kernel's statistics are on.
-    fn program_stats(&self, stats_on: Option<bool>) -> Vec<ProgramRuns> {
-        if stats_on != Some(true) {
-            return Vec::new();
-        }
+    /// The run statistics of the loaded programs (their run counts mean something only
+    /// while the kernel's statistics are on; their skipped runs always do).
+    fn program_stats(&self) -> Vec<ProgramRuns> {
         let dp = self.dp.as_ref().map(|dp| dp.program_stats());
         let sockets = self.sockets.as_ref().map(|s| s.program_stats());
         let drops = self.drops.as_ref().map(|d| d.program_stats());
@@ -213,8 +211,8 @@ fn publish_sockets(view: &mut View, rows: &[SocketRow], name_of: &dyn Fn(u32) ->
     }
 }
 
-/// The agent's own health: the flow table's fill, the programs' run counts and the time of
-/// this evaluation.
+/// The agent's own health: the flow table's fill, the programs' run counts (while the
+/// kernel's statistics are on) and skipped runs, and the time of this evaluation.
 fn publish_health(
     health: &mut Health,
     table: packet::flow_table::FlowTableUse,
@@ -231,10 +229,18 @@ fn publish_health(
     )]);
     health.flow_table = table;
     health.bpf_stats_enabled = stats_on;
-    health.program_stats = program_stats
-        .into_iter()
-        .map(|p| (p.name, (p.runs, p.run_ns)))
-        .collect();
+    health.program_misses.clear();
+    for p in &program_stats {
+        *health.program_misses.entry(p.name.clone()).or_default() += p.missed;
+    }
+    health.program_stats = if stats_on == Some(true) {
+        program_stats
+            .into_iter()
+            .map(|p| (p.name, (p.runs, p.run_ns)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     health.last_evaluation_ms = now_ms();
 }
 

@@ -12,6 +12,7 @@ mod socket;
 
 use std::io::Read;
 use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -231,6 +232,17 @@ impl<'obj> SocketProbes<'obj> {
         crate::kernel::prog_stats::of_object(self.skel.object())
     }
 
+    /// Runs of the retransmission tracepoint program the kernel skipped since load (it was
+    /// already running on that CPU when an interrupt retransmitted): the retransmissions
+    /// they would have counted are missing from the per-connection sizes.
+    pub fn retransmit_runs_missed(&self) -> u64 {
+        if !self.signals.retransmits {
+            return 0;
+        }
+        crate::kernel::prog_stats::run_stats(self.skel.progs.nd_tcp_retransmit.as_fd())
+            .map_or(0, |(_, _, missed)| missed)
+    }
+
     /// Close events lost because the ring buffer was full.
     pub fn lost_events(&self) -> u64 {
         self.skel
@@ -252,6 +264,15 @@ pub fn retransmit_passes_err(kernel: &libbpf_rs::btf::Btf<'_>) -> bool {
 pub fn lost_closes_note(lost: u64) -> String {
     format!(
         "{lost} connection-close events were lost (ring buffer full): short connections may be missing"
+    )
+}
+
+/// What a report says when the kernel skipped `missed` runs of the retransmission program.
+pub fn missed_retransmits_note(missed: u64) -> String {
+    format!(
+        "{missed} retransmission events were not seen (the kernel skipped the program while \
+         it ran on the same CPU): full-size and smaller retransmits may add up to less than \
+         the retransmit counts"
     )
 }
 
